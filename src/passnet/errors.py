@@ -1,0 +1,123 @@
+"""Errors raised by passnet.
+
+Every error carries the context a user needs to fix the cause (which sample,
+which file, which field or line, which stage) and the :class:`~passnet.status.Status`
+it becomes when it ends an evaluation. Foreign exceptions are translated at the
+boundary with ``raise ... from exc``, so the original stays attached as ``__cause__``.
+
+Hierarchy::
+
+    PassnetError
+    ├── SampleError            sample_error    a sample cannot be read, built or run eagerly
+    ├── RegistryError                          unknown / malformed registry entry
+    ├── CompilerError
+    │   ├── CompileError       compile_error   the compiler failed to compile a graph
+    │   └── DeviceUnavailable                  the compiler needs a device this machine lacks
+    ├── PassError                              a pass file is unusable (file, line)
+    │   ├── PassLoadError      pass_rejected   missing functions, syntax errors, bad manifest
+    │   ├── PassRejected       pass_rejected   an integrity rule was violated
+    │   └── PassMismatch       pass_mismatch   no pass matched the graph
+    ├── InputFormatError                       a record / log / list file cannot be parsed
+    ├── StoreError                             the result store is unusable
+    └── DatasetError                           extraction, validation, decomposition, ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from passnet.status import Status
+
+__all__ = [
+    "CompileError",
+    "CompilerError",
+    "DatasetError",
+    "DeviceUnavailable",
+    "InputFormatError",
+    "PassError",
+    "PassLoadError",
+    "PassMismatch",
+    "PassRejected",
+    "PassnetError",
+    "RegistryError",
+    "SampleError",
+    "StoreError",
+]
+
+
+class PassnetError(Exception):
+    """Base class. ``context`` holds string-valued facts (path, field, stage, ...)."""
+
+    status: Status | None = None
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context: dict[str, str] = {k: str(v) for k, v in context.items() if v is not None}
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{k}={v}" for k, v in self.context.items())
+        return f"{self.message} [{where}]" if where else self.message
+
+
+class SampleError(PassnetError):
+    """A sample is broken: unreadable file, bad field, or eager execution fails.
+
+    Context keys: ``sample`` (folder), ``file``, ``field``, ``line``.
+    """
+
+    status = Status.SAMPLE_ERROR
+
+
+class RegistryError(PassnetError):
+    """An unknown name or a malformed entry in a registry."""
+
+
+class CompilerError(PassnetError):
+    """Base of compiler-side failures."""
+
+
+class CompileError(CompilerError):
+    """The compiler under test failed while compiling a graph."""
+
+    status = Status.COMPILE_ERROR
+
+
+class DeviceUnavailable(CompilerError):
+    """The compiler or the requested device cannot be used on this machine."""
+
+    status = Status.COMPILE_ERROR
+
+
+class PassError(PassnetError):
+    """A pass file cannot be used. Context keys: ``file``, ``line``, ``pass_name``."""
+
+
+class PassLoadError(PassError):
+    """The pass directory or a pass file is malformed."""
+
+    status = Status.PASS_REJECTED
+
+
+class PassRejected(PassError):
+    """A pass violated an integrity rule (design §6)."""
+
+    status = Status.PASS_REJECTED
+
+
+class PassMismatch(PassError):
+    """No pass of the pass directory matched the graph."""
+
+    status = Status.PASS_MISMATCH
+
+
+class InputFormatError(PassnetError):
+    """A records file, log file or sample list cannot be parsed (``file``, ``line``)."""
+
+
+class StoreError(PassnetError):
+    """The result store cannot be opened or written."""
+
+
+class DatasetError(PassnetError):
+    """Dataset construction failed. Context keys: ``model``, ``graph``, ``node``, ``constraint``."""

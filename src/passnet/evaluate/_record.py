@@ -1,0 +1,235 @@
+"""The evaluation record: one per graph × compiler × configuration (design §4.4).
+
+Records are plain dataclasses with a ``schema_version``; :func:`record_from_dict`
+migrates older versions on load. JSON Lines on disk, mirrored in SQLite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from passnet.errors import InputFormatError
+from passnet.status import Status
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Correctness",
+    "ErrorInfo",
+    "EvalRecord",
+    "OutputCheck",
+    "PassReport",
+    "TimingStats",
+    "Timing",
+    "config_hash",
+    "record_from_dict",
+    "record_from_json",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class TimingStats:
+    """Summary of one series of timed calls, in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    n: int
+
+    @property
+    def relative_iqr(self) -> float:
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else float("inf")
+
+
+@dataclass
+class Timing:
+    """Timing of one side (eager or compiled): host clock (e2e) and device events."""
+
+    e2e: TimingStats
+    device: TimingStats | None = None
+    retries: int = 0
+    """How many times the measurement was repeated with more trials because it was unstable."""
+    unstable: bool = False
+    """Still unstable after all retries: a timing flag, never a correctness failure."""
+
+
+@dataclass
+class OutputCheck:
+    """Comparison of one output tensor (eager vs compiled) on the first input draw."""
+
+    index: int
+    eager_dtype: str
+    compiled_dtype: str
+    eager_shape: list[int]
+    compiled_shape: list[int]
+    equal: bool = False
+    max_diff: float | None = None
+    mean_diff: float | None = None
+    nonfinite: bool = False
+    """The compiled output has NaN/Inf where eager has finite values."""
+
+
+@dataclass
+class Correctness:
+    """Output comparison over every input draw; allclose holds at t only if it held for all."""
+
+    num_outputs: int
+    outputs: list[OutputCheck]
+    equal: bool
+    allclose: dict[int, bool]
+    """Tolerance level t (-10..1) -> all outputs allclose at atol(t), rtol(t) on every draw."""
+    max_diff: float
+    mean_diff: float
+    draws: int
+    first_failing_draw: int | None = None
+
+
+@dataclass
+class ErrorInfo:
+    """A failure, as strings only: exception type, message, stage, context, traceback."""
+
+    type: str
+    message: str
+    stage: str
+    context: dict[str, str] = field(default_factory=dict)
+    traceback: str = ""
+
+
+@dataclass
+class PassReport:
+    """What the pass manager did to this graph."""
+
+    loaded: list[str] = field(default_factory=list)
+    replacements: dict[str, int] = field(default_factory=dict)
+    diagnostics: list[str] = field(default_factory=list)
+    matched: bool = False
+
+
+@dataclass
+class EvalRecord:
+    """The result of evaluating one graph with one compiler (design §4.4)."""
+
+    graph: str
+    """Path of the sample folder (as given, or relative to the task)."""
+    graph_hash: str
+    compiler: str
+    compiler_config: dict[str, Any]
+    compiler_config_hash: str
+    device: str
+    status: Status
+    schema_version: int = SCHEMA_VERSION
+    device_name: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    correctness: Correctness | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    speedup_e2e: float | None = None
+    speedup_device: float | None = None
+    pass_report: PassReport | None = None
+    integrity: list[str] = field(default_factory=list)
+    roofline: dict[str, float] | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """warmup, trials, seed, timeout_s: what the evaluation was run with."""
+    started_at: str = ""
+    finished_at: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """Identity used for resume: graph, hash, compiler, config hash, device."""
+        return (self.graph, self.graph_hash, self.compiler, self.compiler_config_hash, self.device)
+
+    def correct_at(self, t: int) -> bool:
+        """Numerically correct at tolerance level t (t > 1 uses the t = 1 check)."""
+        if not self.status.ran or self.correctness is None:
+            return False
+        return self.correctness.allclose.get(min(t, 1), False)
+
+    def speedup(self, kind: str = "e2e") -> float | None:
+        """Eager median / compiled median for ``kind`` 'e2e' or 'device'."""
+        if kind not in ("e2e", "device"):
+            raise ValueError(f"speedup kind must be 'e2e' or 'device', got {kind!r}")
+        return self.speedup_e2e if kind == "e2e" else self.speedup_device
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        if self.correctness is not None:
+            d["correctness"]["allclose"] = {str(k): v for k, v in self.correctness.allclose.items()}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=True)
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """Stable short hash of a compiler configuration."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+T = TypeVar("T")
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Rebuild a (possibly nested / optional) dataclass value from JSON data."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(args[0], value) if len(args) == 1 else value
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return [_build(inner, v) for v in value]
+    if origin is dict:
+        kt, vt = typing.get_args(tp)
+        return {(int(k) if kt is int else k): _build(vt, v) for k, v in value.items()}
+    if tp is Status:
+        return Status(value)
+    return value
+
+
+def _migrate(d: dict[str, Any]) -> dict[str, Any]:
+    version = d.get("schema_version", 1)
+    if version > SCHEMA_VERSION:
+        raise InputFormatError(
+            f"record schema_version {version} is newer than this passnet ({SCHEMA_VERSION})",
+            field="schema_version",
+        )
+    return d
+
+
+def record_from_dict(d: dict[str, Any]) -> EvalRecord:
+    """Rebuild a record from its dict form, migrating older schema versions."""
+    try:
+        return _build(EvalRecord, _migrate(dict(d)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InputFormatError(f"not an evaluation record: {exc}") from exc
+
+
+def record_from_json(line: str) -> EvalRecord:
+    """Parse one JSON Lines record."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(f"invalid JSON: {exc.msg}", column=exc.colno) from exc
+    if not isinstance(d, dict):
+        raise InputFormatError("a record must be a JSON object")
+    return record_from_dict(d)
