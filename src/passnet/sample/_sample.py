@@ -1,0 +1,173 @@
+"""A GraphNet sample: the six files of one computation graph, loaded and replayable."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+
+from passnet.errors import SampleError
+from passnet.sample._constraints import Constraints, parse_constraints_file
+from passnet.sample._meta import TensorMeta, parse_meta_file
+from passnet.sample._model import compile_model_source, forward_parameters
+from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
+
+__all__ = ["Sample", "load_sample"]
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE = "model.py"
+WEIGHT_META_FILE = "weight_meta.py"
+INPUT_META_FILE = "input_meta.py"
+CONSTRAINTS_FILE = "input_tensor_constraints.py"
+GRAPH_NET_FILE = "graph_net.json"
+HASH_FILE = "graph_hash.txt"
+_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class Sample:
+    """One GraphNet sample folder, parsed. Build the module and inputs on any device."""
+
+    path: Path
+    model_source: str
+    params: list[tuple[str, str]]
+    """``forward`` parameters in order: (name, annotation)."""
+    weight_metas: list[TensorMeta]
+    input_metas: list[TensorMeta] = field(default_factory=list)
+    constraints: Constraints | None = None
+    graph_net: dict[str, Any] = field(default_factory=dict)
+    graph_hash: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @functools.cached_property
+    def metas(self) -> dict[str, TensorMeta]:
+        return {m.name: m for m in [*self.weight_metas, *self.input_metas]}
+
+    @property
+    def param_names(self) -> list[str]:
+        return [name for name, _ in self.params]
+
+    def is_symint(self, name: str) -> bool:
+        return dict(self.params)[name].endswith("SymInt")
+
+    def module_class(self, device: str = "cpu") -> type[torch.nn.Module]:
+        return compile_model_source(self.model_source, device, str(self.path / MODEL_FILE), self.path)
+
+    def build_module(self, device: str = "cpu") -> torch.nn.Module:
+        """Instantiate ``GraphModule`` with devices rewritten to ``device``, in eval mode."""
+        return self.module_class(device)().eval()
+
+    def fx_graph(self) -> torch.fx.GraphModule:
+        """Symbolically trace ``GraphModule`` (on CPU) into an FX graph."""
+        module = self.build_module("cpu")
+        try:
+            return torch.fx.symbolic_trace(module)
+        except Exception as exc:  # noqa: BLE001 - tracing failures are reported as sample errors
+            raise SampleError(
+                f"cannot trace model.py with torch.fx: {type(exc).__name__}: {exc}",
+                sample=self.path,
+                file=MODEL_FILE,
+            ) from exc
+
+    @functools.cached_property
+    def usage(self) -> dict[str, ParamUsage]:
+        """Value constraints of each parameter (traced; name heuristics if tracing fails)."""
+        found: dict[str, ParamUsage] = {}
+        try:
+            found = analyze_usage(self.fx_graph(), self.metas)
+        except SampleError as exc:
+            log.debug("usage analysis falls back to names for %s: %s", self.path, exc)
+        out = {}
+        for name in self.param_names:
+            u = found.get(name, ParamUsage())
+            h = name_heuristics(name)
+            out[name] = ParamUsage(positive=u.positive or h.positive, index_bound=u.index_bound)
+        return out
+
+    def replay_inputs(self, device: str = "cpu", seed: int = 0) -> list[Any]:
+        """The forward arguments, built deterministically from metadata and ``seed``."""
+        values = []
+        for name in self.param_names:
+            meta = self.metas[name]
+            try:
+                value = replay_value(meta, self.usage[name], seed, self.is_symint(name))
+            except (ValueError, RuntimeError, TypeError) as exc:
+                raise SampleError(
+                    f"cannot build a value from metadata: {exc}",
+                    sample=self.path,
+                    file=WEIGHT_META_FILE,
+                    field=name,
+                ) from exc
+            values.append(value.to(device) if isinstance(value, torch.Tensor) else value)
+        return values
+
+
+def _read_text(path: Path, sample: Path, required: bool) -> str | None:
+    if not path.is_file():
+        if required:
+            raise SampleError(f"missing file {path.name}", sample=sample, file=path.name)
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SampleError(f"cannot read {path.name}: {exc}", sample=sample, file=path.name) from exc
+
+
+def load_sample(path: str | Path) -> Sample:
+    """Read and check a sample folder. Every problem is a :class:`SampleError` naming file and field."""
+    path = Path(path)
+    if not path.is_dir():
+        raise SampleError("sample folder does not exist", sample=path)
+    source = _read_text(path / MODEL_FILE, path, required=True)
+    assert source is not None
+    params = forward_parameters(source, path)
+    if not (path / WEIGHT_META_FILE).is_file():
+        raise SampleError(f"missing file {WEIGHT_META_FILE}", sample=path, file=WEIGHT_META_FILE)
+    weight_metas = parse_meta_file(path / WEIGHT_META_FILE, path)
+    input_metas = parse_meta_file(path / INPUT_META_FILE, path) if (path / INPUT_META_FILE).is_file() else []
+    constraints = (
+        parse_constraints_file(path / CONSTRAINTS_FILE, path) if (path / CONSTRAINTS_FILE).is_file() else None
+    )
+    graph_net: dict[str, Any] = {}
+    text = _read_text(path / GRAPH_NET_FILE, path, required=False)
+    if text is not None:
+        try:
+            graph_net = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SampleError(
+                f"invalid JSON: {exc.msg}", sample=path, file=GRAPH_NET_FILE, line=exc.lineno
+            ) from exc
+        if not isinstance(graph_net, dict):
+            raise SampleError("graph_net.json must hold a JSON object", sample=path, file=GRAPH_NET_FILE)
+    graph_hash = (_read_text(path / HASH_FILE, path, required=False) or "").strip()
+    if graph_hash and not _HASH_RE.match(graph_hash):
+        raise SampleError(
+            f"graph hash must be 64 lowercase hex characters, got {graph_hash[:80]!r}",
+            sample=path,
+            file=HASH_FILE,
+        )
+    if not graph_hash:
+        graph_hash = hashlib.sha256(source.encode()).hexdigest()
+    sample = Sample(path, source, params, weight_metas, input_metas, constraints, graph_net, graph_hash)
+    metas = sample.metas
+    for name, annotation in params:
+        if name not in metas:
+            raise SampleError(
+                f"forward parameter {name!r} ({annotation or 'no annotation'}) has no metadata class",
+                sample=path,
+                file=WEIGHT_META_FILE,
+                field=name,
+            )
+    return sample
