@@ -1,1 +1,12 @@
-"""TODO"""
+"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs, pass_mgr, plugins.
+
+Third-party compilers register through the ``passnet.compilers`` entry-point group::
+
+    [project.entry-points."passnet.compilers"]
+    mycomp = "mypkg.backend:MyCompiler"   # a passnet.compilers.Compiler subclass
+"""
+
+from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
+from passnet.compilers._base import COMPILERS, Compiler, create_compiler, register_compiler
+
+__all__ = ["COMPILERS", "Compiler", "create_compiler", "register_compiler"]

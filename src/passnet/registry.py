@@ -1,0 +1,70 @@
+"""One small generic registry (compilers, timers, ...), with entry-point plugins.
+
+Entries are registered by decorator with the name they answer to; third parties
+add entries through a setuptools entry-point group, loaded lazily on first lookup.
+An unknown name is a :class:`~passnet.errors.RegistryError` that lists what exists.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from passnet.errors import RegistryError
+
+__all__ = ["Registry"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Name → object of type ``base``; plugins come from entry-point group ``group``."""
+
+    def __init__(self, kind: str, base: type, group: str | None = None) -> None:
+        self.kind = kind
+        self.base = base
+        self.group = group
+        self._entries: dict[str, T] = {}
+        self._plugins_loaded = group is None
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorate(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+
+        return decorate
+
+    def add(self, name: str, obj: T) -> None:
+        if not (isinstance(obj, type) and issubclass(obj, self.base)):
+            raise RegistryError(f"{self.kind} {name!r} must be a subclass of {self.base.__name__}, got {obj!r}")
+        if name in self._entries and self._entries[name] is not obj:
+            raise RegistryError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = obj
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in importlib.metadata.entry_points(group=self.group):
+            if ep.name in self._entries:
+                continue
+            try:
+                self.add(ep.name, ep.load())
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                log.warning("cannot load %s plugin %r (%s): %s", self.kind, ep.name, ep.value, exc)
+
+    def get(self, name: str) -> T:
+        self._load_plugins()
+        try:
+            return self._entries[name]
+        except KeyError:
+            known = ", ".join(sorted(self._entries)) or "none"
+            raise RegistryError(f"unknown {self.kind} {name!r}; known: {known}") from None
+
+    def names(self) -> list[str]:
+        self._load_plugins()
+        return sorted(self._entries)
