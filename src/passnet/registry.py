@@ -40,7 +40,9 @@ class Registry(Generic[T]):
 
     def add(self, name: str, obj: T) -> None:
         if not (isinstance(obj, type) and issubclass(obj, self.base)):
-            raise RegistryError(f"{self.kind} {name!r} must be a subclass of {self.base.__name__}, got {obj!r}")
+            raise RegistryError(
+                f"{self.kind} {name!r} must be a subclass of {self.base.__name__}, got {obj!r}"
+            )
         if name in self._entries and self._entries[name] is not obj:
             raise RegistryError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = obj

@@ -30,12 +30,20 @@ class Inductor(Compiler):
         # A fresh Dynamo state per graph: evaluations never share compiled code.
         torch._dynamo.reset()
         options = {k: v for k, v in self.config.items() if k != "dynamic"}
-        kwargs: dict[str, Any] = {"backend": "inductor", "dynamic": self.config.get("dynamic", False)}
+        kwargs: dict[str, Any] = {
+            "backend": "inductor",
+            "dynamic": self.config.get("dynamic", False),
+        }
         if self.mode:
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options
-        return torch.compile(module, **kwargs)
+        compiled = torch.compile(module, **kwargs)
+        # torch.compile is lazy: compile now, so that compiler failures surface in
+        # the compile stage (compile_error) and not in the first checked call.
+        with torch.no_grad():
+            compiled(*example_inputs)
+        return compiled
 
 
 @register_compiler("inductor-max-autotune")

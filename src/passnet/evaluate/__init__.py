@@ -1,5 +1,6 @@
 """One graph × one compiler: isolated run, correctness, timing → :class:`EvalRecord`."""
 
+from passnet.evaluate._evaluate import evaluate_sample, software_versions
 from passnet.evaluate._record import (
     SCHEMA_VERSION,
     Correctness,
@@ -13,8 +14,12 @@ from passnet.evaluate._record import (
     record_from_dict,
     record_from_json,
 )
+from passnet.evaluate._settings import EvalSettings
 
 __all__ = [
+    "EvalSettings",
+    "evaluate_sample",
+    "software_versions",
     "SCHEMA_VERSION",
     "Correctness",
     "ErrorInfo",

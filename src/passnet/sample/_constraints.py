@@ -46,20 +46,29 @@ def parse_constraints_file(path: Path, sample: Path | None = None) -> Constraint
     try:
         exec(compile(source, str(path), "exec"), namespace)  # noqa: S102 - sympy-only namespace
     except SyntaxError as exc:
-        raise SampleError(f"syntax error: {exc.msg}", sample=sample, file=path.name, line=exc.lineno) from exc
+        raise SampleError(
+            f"syntax error: {exc.msg}", sample=sample, file=path.name, line=exc.lineno
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - any failure of a data file is a sample error
-        raise SampleError(f"cannot evaluate: {type(exc).__name__}: {exc}", sample=sample, file=path.name) from exc
+        raise SampleError(
+            f"cannot evaluate: {type(exc).__name__}: {exc}", sample=sample, file=path.name
+        ) from exc
 
     def get(name: str, default: Any) -> Any:
         return namespace.get(name, default)
 
     try:
         symbols = [str(s) for s in get("dynamic_dim_constraint_symbols", [])]
-        examples = {str(k): int(v) for k, v in get("dynamic_dim_constraint_symbol2example_value", {}).items()}
+        examples = {
+            str(k): int(v)
+            for k, v in get("dynamic_dim_constraint_symbol2example_value", {}).items()
+        }
         relations = [str(r) for r in get("dynamic_dim_constraint_relations", [])]
         shapes: dict[str, list[int | str]] = {}
         for shape, name in get("dynamic_dim_constraint_input_shapes", []):
-            shapes[str(name)] = [int(d) if isinstance(d, (int, sympy.Integer)) else str(d) for d in shape]
+            shapes[str(name)] = [
+                int(d) if isinstance(d, (int, sympy.Integer)) else str(d) for d in shape
+            ]
     except (TypeError, ValueError) as exc:
         raise SampleError(f"malformed constraints: {exc}", sample=sample, file=path.name) from exc
     return Constraints(symbols, examples, relations, shapes)

@@ -46,7 +46,9 @@ def find_samples(paths: Iterable[str | Path]) -> list[Path]:
             if list_file.is_file():
                 found = _from_list(list_file)
             else:
-                found = sorted(p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts)
+                found = sorted(
+                    p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts
+                )
         else:
             raise InputFormatError("no such sample, folder or list file", file=path)
         for p in found:

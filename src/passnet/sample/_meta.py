@@ -94,7 +94,9 @@ def parse_meta_file(path: Path, sample: Path | None = None) -> list[TensorMeta]:
     try:
         source = path.read_text()
     except OSError as exc:
-        raise SampleError(f"cannot read metadata: {exc.strerror}", sample=sample, file=path.name) from exc
+        raise SampleError(
+            f"cannot read metadata: {exc.strerror}", sample=sample, file=path.name
+        ) from exc
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -121,14 +123,18 @@ def _meta_from_attrs(
     attrs: dict[str, Any], node: ast.ClassDef, path: Path, sample: Path | None
 ) -> TensorMeta:
     def err(msg: str, fld: str) -> SampleError:
-        return SampleError(msg, sample=sample, file=path.name, line=node.lineno, field=f"{node.name}.{fld}")
+        return SampleError(
+            msg, sample=sample, file=path.name, line=node.lineno, field=f"{node.name}.{fld}"
+        )
 
     for required in ("shape", "dtype"):
         if required not in attrs:
             raise err(f"meta class has no '{required}'", required)
     name = attrs.get("name", node.name.removeprefix(CLASS_PREFIX))
     shape = attrs["shape"]
-    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, (list, tuple)) or not all(
+        isinstance(d, int) and d >= 0 for d in shape
+    ):
         raise err(f"shape must be a list of non-negative ints, got {shape!r}", "shape")
     try:
         dtype = dtype_from_str(str(attrs["dtype"]))
@@ -139,8 +145,21 @@ def _meta_from_attrs(
         if not isinstance(data, (list, tuple)):
             data = [data]
         if len(data) != math.prod(shape):
-            raise err(f"data has {len(data)} values, shape {list(shape)} needs {math.prod(shape)}", "data")
-    known = {"name", "shape", "dtype", "device", "mean", "std", "data", "min_val", "max_val", "original_name"}
+            raise err(
+                f"data has {len(data)} values, shape {list(shape)} needs {math.prod(shape)}", "data"
+            )
+    known = {
+        "name",
+        "shape",
+        "dtype",
+        "device",
+        "mean",
+        "std",
+        "data",
+        "min_val",
+        "max_val",
+        "original_name",
+    }
     return TensorMeta(
         name=str(name),
         shape=list(shape),

@@ -30,15 +30,21 @@ class _DeviceRewriter(ast.NodeTransformer):
 
     def _is_device_call(self, func: ast.expr) -> bool:
         return (isinstance(func, ast.Name) and func.id == "device") or (
-            isinstance(func, ast.Attribute) and func.attr == "device"
-            and isinstance(func.value, ast.Name) and func.value.id == "torch"
+            isinstance(func, ast.Attribute)
+            and func.attr == "device"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "torch"
         )
 
     def _target(self, node: ast.AST) -> ast.Constant:
         return ast.copy_location(ast.Constant(self.target), node)
 
     def _maybe_device_value(self, node: ast.expr) -> ast.expr:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _DEVICE_STR.match(node.value):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _DEVICE_STR.match(node.value)
+        ):
             return self._target(node)
         return node
 
@@ -100,7 +106,9 @@ def compile_model_source(
     cls = namespace.get("GraphModule")
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise SampleError(
-            "model.py defines no 'class GraphModule(torch.nn.Module)'", sample=sample, file="model.py"
+            "model.py defines no 'class GraphModule(torch.nn.Module)'",
+            sample=sample,
+            file="model.py",
         )
     return cls
 
@@ -110,14 +118,20 @@ def forward_parameters(source: str, sample: Path | None = None) -> list[tuple[st
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise SampleError(f"syntax error: {exc.msg}", sample=sample, file="model.py", line=exc.lineno) from exc
+        raise SampleError(
+            f"syntax error: {exc.msg}", sample=sample, file="model.py", line=exc.lineno
+        ) from exc
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "GraphModule":
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "forward":
                     args = item.args.args[1:]  # drop self
-                    return [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in args]
-            raise SampleError("GraphModule has no forward()", sample=sample, file="model.py", line=node.lineno)
+                    return [
+                        (a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in args
+                    ]
+            raise SampleError(
+                "GraphModule has no forward()", sample=sample, file="model.py", line=node.lineno
+            )
     raise SampleError("model.py defines no class GraphModule", sample=sample, file="model.py")
 
 

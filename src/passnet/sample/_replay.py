@@ -49,7 +49,17 @@ _POSITIVE_ARGS: dict[str, tuple[tuple[int, str], ...]] = {
     "instance_norm": ((7, "eps"), (3, "running_var")),
     "rms_norm": ((3, "eps"),),
 }
-_TRANSPARENT_METHODS = {"item", "to", "float", "double", "half", "bfloat16", "contiguous", "clone", "detach"}
+_TRANSPARENT_METHODS = {
+    "item",
+    "to",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "contiguous",
+    "clone",
+    "detach",
+}
 
 
 @dataclass
@@ -79,9 +89,17 @@ def _aliases(node: torch.fx.Node) -> list[torch.fx.Node]:
         n = stack.pop()
         out.append(n)
         for user in n.users:
-            if user.op == "call_method" and user.target in _TRANSPARENT_METHODS and user.args[0] is n:
+            if (
+                user.op == "call_method"
+                and user.target in _TRANSPARENT_METHODS
+                and user.args[0] is n
+            ):
                 stack.append(user)
-            elif user.op == "call_function" and _fn_name(user) in ("float", "int") and user.args[0] is n:
+            elif (
+                user.op == "call_function"
+                and _fn_name(user) in ("float", "int")
+                and user.args[0] is n
+            ):
                 stack.append(user)
     return out
 
@@ -105,7 +123,11 @@ def analyze_usage(gm: torch.fx.GraphModule, metas: dict[str, TensorMeta]) -> dic
                         u.positive = True
                 if name == "embedding" and _arg(user, 0, "input") in alias_set:
                     weight = _arg(user, 1, "weight")
-                    wmeta = metas.get(getattr(weight, "target", None)) if isinstance(weight, torch.fx.Node) else None
+                    wmeta = (
+                        metas.get(getattr(weight, "target", None))
+                        if isinstance(weight, torch.fx.Node)
+                        else None
+                    )
                     if wmeta is not None and wmeta.shape:
                         u.index_bound = wmeta.shape[0]
         usage[ph.target] = u

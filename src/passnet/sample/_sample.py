@@ -63,7 +63,9 @@ class Sample:
         return dict(self.params)[name].endswith("SymInt")
 
     def module_class(self, device: str = "cpu") -> type[torch.nn.Module]:
-        return compile_model_source(self.model_source, device, str(self.path / MODEL_FILE), self.path)
+        return compile_model_source(
+            self.model_source, device, str(self.path / MODEL_FILE), self.path
+        )
 
     def build_module(self, device: str = "cpu") -> torch.nn.Module:
         """Instantiate ``GraphModule`` with devices rewritten to ``device``, in eval mode."""
@@ -136,9 +138,13 @@ def load_sample(path: str | Path) -> Sample:
     if not (path / WEIGHT_META_FILE).is_file():
         raise SampleError(f"missing file {WEIGHT_META_FILE}", sample=path, file=WEIGHT_META_FILE)
     weight_metas = parse_meta_file(path / WEIGHT_META_FILE, path)
-    input_metas = parse_meta_file(path / INPUT_META_FILE, path) if (path / INPUT_META_FILE).is_file() else []
+    input_metas = (
+        parse_meta_file(path / INPUT_META_FILE, path) if (path / INPUT_META_FILE).is_file() else []
+    )
     constraints = (
-        parse_constraints_file(path / CONSTRAINTS_FILE, path) if (path / CONSTRAINTS_FILE).is_file() else None
+        parse_constraints_file(path / CONSTRAINTS_FILE, path)
+        if (path / CONSTRAINTS_FILE).is_file()
+        else None
     )
     graph_net: dict[str, Any] = {}
     text = _read_text(path / GRAPH_NET_FILE, path, required=False)
@@ -150,7 +156,9 @@ def load_sample(path: str | Path) -> Sample:
                 f"invalid JSON: {exc.msg}", sample=path, file=GRAPH_NET_FILE, line=exc.lineno
             ) from exc
         if not isinstance(graph_net, dict):
-            raise SampleError("graph_net.json must hold a JSON object", sample=path, file=GRAPH_NET_FILE)
+            raise SampleError(
+                "graph_net.json must hold a JSON object", sample=path, file=GRAPH_NET_FILE
+            )
     graph_hash = (_read_text(path / HASH_FILE, path, required=False) or "").strip()
     if graph_hash and not _HASH_RE.match(graph_hash):
         raise SampleError(
@@ -160,7 +168,9 @@ def load_sample(path: str | Path) -> Sample:
         )
     if not graph_hash:
         graph_hash = hashlib.sha256(source.encode()).hexdigest()
-    sample = Sample(path, source, params, weight_metas, input_metas, constraints, graph_net, graph_hash)
+    sample = Sample(
+        path, source, params, weight_metas, input_metas, constraints, graph_net, graph_hash
+    )
     metas = sample.metas
     for name, annotation in params:
         if name not in metas:

@@ -33,7 +33,13 @@ def write_sample(
     (path / "model.py").write_text(model_source)
     (path / "weight_meta.py").write_text(render_meta_file(weight_metas))
     (path / "input_meta.py").write_text(render_meta_file(input_metas or []))
-    (path / "input_tensor_constraints.py").write_text(render_constraints_file(constraints or Constraints()))
-    (path / "graph_net.json").write_text(json.dumps(graph_net or {"framework": "torch"}, indent=4) + "\n")
-    (path / "graph_hash.txt").write_text(graph_hash or hashlib.sha256(model_source.encode()).hexdigest())
+    (path / "input_tensor_constraints.py").write_text(
+        render_constraints_file(constraints or Constraints())
+    )
+    (path / "graph_net.json").write_text(
+        json.dumps(graph_net or {"framework": "torch"}, indent=4) + "\n"
+    )
+    (path / "graph_hash.txt").write_text(
+        graph_hash or hashlib.sha256(model_source.encode()).hexdigest()
+    )
     return path

@@ -1,0 +1,341 @@
+"""The ``passnet`` command line: thin wrappers that parse arguments and call the library."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from passnet.errors import PassnetError
+
+__all__ = ["main"]
+
+log = logging.getLogger("passnet")
+
+EVAL_EXAMPLES = """\
+examples:
+  passnet eval src/passnet/data/graphnet --compiler inductor --device cpu --out runs/inductor
+  passnet eval timm/resnet18 --compiler eager --warmup 5 --trials 20
+  passnet eval samples.txt --compiler inductor --device cuda --jobs 8   # one worker per GPU
+  passnet eval TASK_DIR --compiler pass_mgr                              # a PassBench task
+Re-running the same command resumes: finished evaluations in --out are skipped.
+"""
+
+SCORE_EXAMPLES = """\
+examples:
+  passnet score runs/inductor                       # results folder (results.jsonl)
+  passnet score runs/inductor/results.jsonl --b 0.1 --p 0 --json aggregated_score.json
+  passnet score eval.log --interpretation mismatch_extended --speedup device
+"""
+
+PLOT_EXAMPLES = """\
+examples:
+  passnet plot runs/inductor runs/eager --out figures/
+  passnet plot nlp=runs/nlp cv=runs/cv --out figures/     # NAME=INPUT sets legend names
+"""
+
+
+def _parse_config(items: Sequence[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PassnetError(f"--config expects KEY=VALUE, got {item!r}")
+        try:
+            config[key] = json.loads(value)
+        except json.JSONDecodeError:
+            config[key] = value
+    return config
+
+
+def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from passnet.evaluate import EvalSettings
+    from passnet.runner import plan_items, run_evaluations
+
+    settings = EvalSettings(
+        warmup=args.warmup,
+        trials=args.trials,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        num_threads=args.threads,
+        time_graphs=not args.no_timing,
+    )
+    config = _parse_config(args.config)
+    runs = _eval_targets(args.paths, args.compiler, config, args.out)
+    status = 0
+    for paths, run_config, out_dir, score_dir in runs:
+        items = plan_items(paths)
+        if not items:
+            raise PassnetError(
+                "no samples found (a sample is a folder with model.py)",
+                paths=" ".join(map(str, paths)),
+            )
+        summary = run_evaluations(
+            items,
+            compiler=args.compiler,
+            compiler_config=run_config,
+            device=args.device,
+            settings=settings,
+            out_dir=out_dir,
+            jobs=args.jobs,
+            console=console,
+            echo_logs=not args.quiet,
+        )
+        _print_summary(summary.records, console)
+        status |= _write_scores(summary.records, out_dir, score_dir, console)
+        console.print(
+            f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
+        )
+    return status
+
+
+def _eval_targets(
+    paths: list[str], compiler: str, config: dict[str, Any], out: str | None
+) -> list[tuple[list[str], dict[str, Any], Path, Path | None]]:
+    """Each task folder is its own run (its pass_dir feeds pass compilers); plain paths form one run."""
+    tasks = [
+        p
+        for p in paths
+        if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()
+    ]
+    plain = [p for p in paths if p not in tasks]
+    runs = []
+    for t in tasks:
+        task_cfg = dict(config)
+        if compiler.startswith("pass_mgr"):
+            task_cfg.setdefault("pass_dir", str((Path(t) / "pass_dir").resolve()))
+            if (Path(t) / "const_pass_dir").is_dir():
+                task_cfg.setdefault("const_pass_dir", str((Path(t) / "const_pass_dir").resolve()))
+        out_dir = (
+            Path(out) / Path(t).name
+            if out and len(tasks) + bool(plain) > 1
+            else Path(out or Path(t) / "passnet-out")
+        )
+        runs.append(([t], task_cfg, out_dir, Path(t)))
+    if plain:
+        runs.append((plain, config, Path(out or "passnet-out"), None))
+    return runs
+
+
+def _print_summary(records: list[Any], console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title="evaluations")
+    for col in ("graph", "status", "speedup e2e", "speedup device", "max diff", "note"):
+        table.add_column(col)
+    for r in records:
+        note = r.error.message[:60] if r.error else ("unstable timing" if _unstable(r) else "")
+        table.add_row(
+            r.graph,
+            r.status.value,
+            f"{r.speedup_e2e:.3f}" if r.speedup_e2e else "-",
+            f"{r.speedup_device:.3f}" if r.speedup_device else "-",
+            f"{r.correctness.max_diff:.2e}" if r.correctness else "-",
+            note,
+        )
+    console.print(table)
+
+
+def _unstable(r: Any) -> bool:
+    return bool((r.eager and r.eager.unstable) or (r.compiled and r.compiled.unstable))
+
+
+def _write_scores(
+    records: list[Any], out_dir: Path, score_dir: Path | None, console: Console
+) -> int:
+    from passnet.score import compute_scores, render_score_table, write_aggregated_score
+
+    scorable = [r for r in records if r.status.value != "sample_error"]
+    if not scorable:
+        console.print("[yellow]no scorable graphs (all are sample errors): no score written")
+        return 0
+    report = compute_scores(records)
+    console.print(render_score_table(report))
+    for folder in {out_dir, *([score_dir] if score_dir else [])}:
+        path = write_aggregated_score(report, Path(folder) / "aggregated_score.json")
+        console.print(f"score: {path}")
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace, console: Console) -> int:
+    from passnet.score import (
+        compute_scores,
+        load_records,
+        render_score_table,
+        write_aggregated_score,
+    )
+
+    records = [r for src in args.inputs for r in load_records(src)]
+    report = compute_scores(
+        records,
+        b=args.b,
+        p=args.p,
+        interpretation=args.interpretation,
+        speedup_kind=args.speedup,
+        count_sample_errors=args.count_sample_errors,
+    )
+    console.print(render_score_table(report))
+    if args.json:
+        console.print(f"written: {write_aggregated_score(report, Path(args.json))}")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from passnet.report import plot_score_curves, plot_speedup_violin
+    from passnet.score import compute_scores, load_records
+
+    reports, record_sets = {}, {}
+    for item in args.inputs:
+        name, sep, src = item.partition("=")
+        if not sep:
+            name, src = Path(item).name or item, item
+        records = load_records(src)
+        record_sets[name] = records
+        reports[name] = compute_scores(records, interpretation=args.interpretation)
+    paths = [
+        *plot_score_curves(reports, Path(args.out)),
+        *plot_speedup_violin(record_sets, Path(args.out)),
+    ]
+    for p in paths:
+        console.print(f"written: {p}")
+    return 0
+
+
+_PLUGIN_CLIS = (
+    "passnet.passes._cli",
+    "passnet.dataset._cli",
+    "passnet.dataset._cli_part2",
+    "passnet.agent._cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="passnet",
+        description="Evaluate compilers and passes on real GraphNet computation graphs; build datasets.",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a compiler on samples or tasks (eager vs compiled, correctness, timing)",
+        epilog=EVAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="sample folder, folder searched recursively, list file, or task",
+    )
+    p.add_argument(
+        "--compiler", default="inductor", help="registered compiler name (default: inductor)"
+    )
+    p.add_argument(
+        "--device", default="cpu", help="cpu, cuda (all local GPUs) or cuda:N (default: cpu)"
+    )
+    p.add_argument("--warmup", type=int, default=25, help="warm-up calls per side (default: 25)")
+    p.add_argument("--trials", type=int, default=100, help="timed calls per side (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first input draw (default: 0)")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per evaluation (default: 600)"
+    )
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads in each evaluation")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="concurrent evaluations (on CUDA: spread over GPUs)"
+    )
+    p.add_argument(
+        "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="compiler option (repeatable)",
+    )
+    p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
+    p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser(
+        "score",
+        help="compute S_t, ES_t, AS, fast_p from records or PassNet/GraphNet logs",
+        epilog=SCORE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="results folder, .jsonl file or log file"
+    )
+    _score_options(p)
+    p.add_argument(
+        "--count-sample-errors",
+        action="store_true",
+        help="score sample errors as b instead of excluding them",
+    )
+    p.add_argument("--json", default=None, metavar="FILE", help="write aggregated_score.json here")
+    p.set_defaults(func=_cmd_score)
+
+    p = sub.add_parser(
+        "plot",
+        help="S_t / ES_t curves and speedup violins as PNG",
+        epilog=PLOT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT")
+    p.add_argument("--out", required=True, help="folder for the PNG files")
+    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    p.set_defaults(func=_cmd_plot)
+
+    for module in _PLUGIN_CLIS:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        for fn_name in ("add_commands", "add_part2_commands"):
+            add: Callable[[Any], None] | None = getattr(mod, fn_name, None)
+            if add is not None:
+                add(sub)
+    return parser
+
+
+def _score_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--b", type=float, default=0.1, help="failure penalty b in (0, 1) (default: 0.1)"
+    )
+    p.add_argument("--p", type=float, default=0.0, help="slowdown penalty p (default: 0)")
+    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    p.add_argument(
+        "--speedup", default="e2e", choices=["e2e", "device"], help="which speedup to score"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    console = Console(stderr=False)
+    try:
+        return int(args.func(args, console) or 0)
+    except PassnetError as exc:
+        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

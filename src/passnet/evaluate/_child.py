@@ -1,0 +1,344 @@
+"""What runs inside the isolated child process: one graph × one compiler.
+
+Order (design §5.1): load and replay → poison freed memory → compile → compiled
+call on draw 1 (checked) → eager call on draw 1 → compare → interleaved timing →
+compiled and eager on a fresh draw 2 (checked) → compare. The child reports each
+stage to the parent before entering it, so a crash is attributed to its stage.
+Everything sent back is plain data (strings, numbers, dicts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from passnet.errors import DeviceUnavailable, PassnetError
+from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
+from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
+from passnet.status import Status
+
+__all__ = ["ChildRequest", "run_child"]
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[tuple[str, Any]], None]
+
+
+@dataclasses.dataclass
+class ChildRequest:
+    sample_path: str
+    compiler: str
+    compiler_config: dict[str, Any]
+    device: str
+    settings: EvalSettings
+
+
+class _Stage:
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.name = "start"
+        self.phases: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def enter(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[self.name] = self.phases.get(self.name, 0.0) + now - self._t
+        self._t = now
+        self.name = name
+        self.send(("stage", name))
+
+
+def _clone(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _poison_free_memory(device: str) -> None:
+    """Fill memory the caching allocator will hand out next with NaN.
+
+    Compiled code runs before eager, so without this an output that is never
+    written could still hold a previous result; with it, it holds NaN.
+    """
+    if not device.startswith("cuda"):
+        return
+    free, _ = torch.cuda.mem_get_info()
+    chunk = min(free // 4, 4 << 30)
+    blocks = []
+    for size in (chunk, chunk // 8, chunk // 64, 1 << 20, 1 << 16):
+        if size >= 4:
+            blocks.append(
+                torch.full((size // 4,), float("nan"), dtype=torch.float32, device=device)
+            )
+    torch.cuda.synchronize()
+    del blocks  # back to the caching allocator, still NaN-filled
+
+
+def _mutated(before: list[Any], after: list[Any]) -> list[int]:
+    out = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        if isinstance(b, torch.Tensor) and not torch.equal(b.nan_to_num(), a.nan_to_num()):
+            out.append(i)
+    return out
+
+
+def _aliases(outputs: list[Any], inputs: list[Any]) -> list[int]:
+    """Indices of outputs that share storage with an input."""
+    ptrs = {
+        v.untyped_storage().data_ptr()
+        for v in inputs
+        if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0
+    }
+    return [
+        i
+        for i, o in enumerate(outputs)
+        if isinstance(o, torch.Tensor)
+        and o.untyped_storage().nbytes() > 0
+        and o.untyped_storage().data_ptr() in ptrs
+    ]
+
+
+def _call(fn: Callable[..., Any], inputs: list[Any], device: str) -> tuple[list[Any], list[Any]]:
+    args = _clone(inputs)
+    with torch.no_grad():
+        out = flatten_outputs(fn(*args))
+    _sync(device)
+    return out, args
+
+
+def _integrity_status(compiler: str) -> Status:
+    return Status.PASS_REJECTED if compiler.startswith("pass_mgr") else Status.RUNTIME_ERROR
+
+
+def _error(exc: BaseException, stage: str) -> dict[str, Any]:
+    context = dict(getattr(exc, "context", {}) or {})
+    return {
+        "type": type(exc).__name__,
+        "message": str(getattr(exc, "message", exc)) or type(exc).__name__,
+        "stage": stage,
+        "context": {k: str(v) for k, v in context.items()},
+        "traceback": traceback.format_exc(limit=20),
+    }
+
+
+def run_child(request: ChildRequest, send: Send) -> None:
+    """Evaluate and send ``("result", dict)``; exceptions become statuses, never escape."""
+    stage = _Stage(send)
+    result: dict[str, Any] = {"integrity": [], "pass_report": None}
+    try:
+        _evaluate(request, stage, result)
+    except BaseException as exc:  # noqa: BLE001 - everything becomes a status
+        result["status"] = _status_for(exc, stage.name, request.compiler).value
+        result["error"] = _error(exc, stage.name)
+    stage.enter("done")
+    result["phases_s"] = stage.phases
+    send(("result", result))
+
+
+def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
+    if isinstance(exc, PassnetError) and exc.status is not None:
+        return exc.status
+    if stage in ("load", "eager", "eager_recheck"):
+        return Status.SAMPLE_ERROR
+    if stage == "compile":
+        return Status.COMPILE_ERROR
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return Status.RUNTIME_ERROR
+    return Status.RUNTIME_ERROR
+
+
+def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
+    from passnet.compilers import create_compiler
+    from passnet.sample import load_sample
+
+    s = req.settings
+    if s.num_threads:
+        torch.set_num_threads(s.num_threads)
+    device = req.device
+    stage.enter("load")
+    sample = load_sample(req.sample_path)
+    module = sample.build_module(device)
+    inputs1 = sample.replay_inputs(device, s.seed)
+    inputs2 = sample.replay_inputs(device, s.seed + 1)
+    result["device_name"] = (
+        torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    )
+
+    compiler = create_compiler(req.compiler, **req.compiler_config)
+    if compiler.requires_cuda and not device.startswith("cuda"):
+        raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
+    if s.poison_allocator:
+        _poison_free_memory(device)
+
+    stage.enter("compile")
+    compiled = compiler.compile(module, _clone(inputs1))
+    try:
+        stage.enter("compiled_run")
+        with compiler.checked_call():
+            out_c, args_c = _call(compiled, inputs1, device)
+    finally:
+        result["pass_report"] = _report(compiler)
+
+    stage.enter("eager")
+    out_e, args_e = _call(module, inputs1, device)
+    sample_nonfinite = _nonfinite_outputs(out_e)
+    if sample_nonfinite:
+        result["sample_nonfinite"] = sample_nonfinite
+
+    stage.enter("compare")
+    findings = _integrity(inputs1, args_c, args_e, out_c, out_e)
+    cmp1 = compare_outputs(out_c, out_e)
+    del out_c, out_e, args_c, args_e
+    if findings:
+        result["integrity"] = findings
+        raise _IntegrityViolation("; ".join(findings), _integrity_status(req.compiler))
+    if not cmp1.status.ran:
+        _fill_comparison(result, cmp1, draws=1)
+        return
+
+    timings = None
+    if s.time_graphs:
+        stage.enter("measure")
+        timings = _measure(
+            compiled, module, inputs1, device, s, _mutating(inputs1, module, compiled, device)
+        )
+
+    stage.enter("compiled_recheck")
+    with compiler.checked_call():
+        out_c2, args_c2 = _call(compiled, inputs2, device)
+    stage.enter("eager_recheck")
+    out_e2, args_e2 = _call(module, inputs2, device)
+    stage.enter("compare_recheck")
+    findings = _integrity(inputs2, args_c2, args_e2, out_c2, out_e2)
+    if findings:
+        result["integrity"] = findings
+        raise _IntegrityViolation("; ".join(findings), _integrity_status(req.compiler))
+    cmp2 = compare_outputs(out_c2, out_e2)
+    _fill_comparison(
+        result, _merge(cmp1, cmp2), draws=2, first_failing=None if cmp1.allclose[-5] else 1
+    )
+    if timings is not None:
+        result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+
+
+class _IntegrityViolation(PassnetError):
+    def __init__(self, message: str, status: Status) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _report(compiler: Any) -> dict[str, Any] | None:
+    rep = compiler.pass_report()
+    return dataclasses.asdict(rep) if rep is not None else None
+
+
+def _nonfinite_outputs(outs: list[Any]) -> list[int]:
+    return [
+        i
+        for i, o in enumerate(outs)
+        if isinstance(o, torch.Tensor)
+        and (o.is_floating_point() or o.is_complex())
+        and not torch.isfinite(o).all()
+    ]
+
+
+def _integrity(
+    original: list[Any], args_c: list[Any], args_e: list[Any], out_c: list[Any], out_e: list[Any]
+) -> list[str]:
+    """Input mutation and output aliasing that the compiled side does and eager does not."""
+    findings = []
+    mut_c, mut_e = set(_mutated(original, args_c)), set(_mutated(original, args_e))
+    for i in sorted(mut_c - mut_e):
+        findings.append(f"compiled code mutated input {i}, which eager leaves unchanged")
+    alias_c, alias_e = set(_aliases(out_c, args_c)), set(_aliases(out_e, args_e))
+    for i in sorted(alias_c - alias_e):
+        findings.append(f"compiled output {i} aliases an input, eager's does not")
+    return findings
+
+
+def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> bool:
+    # Measured calls reuse one set of inputs unless a call changes them (then each
+    # call gets fresh clones, outside the timed region).
+    for fn in (module, compiled):
+        _, args = _call(fn, inputs, device)
+        if _mutated(inputs, args):
+            return True
+    return False
+
+
+def _measure(
+    compiled: Any, module: Any, inputs: list[Any], device: str, s: EvalSettings, mutating: bool
+) -> dict[str, Any]:
+    timer = cuda_timer if device.startswith("cuda") else cpu_timer
+
+    def same() -> list[Any]:
+        return inputs
+
+    def fresh() -> list[Any]:
+        return _clone(inputs)
+
+    make_args = fresh if mutating else same
+    with torch.no_grad():
+        return measure_interleaved(
+            {"compiled": (compiled, make_args), "eager": (module, make_args)},
+            timer=timer,
+            warmup=s.warmup,
+            trials=s.trials,
+            rounds=s.rounds,
+            unstable_threshold=s.unstable_threshold,
+            max_retries=s.max_retries,
+        )
+
+
+def _merge(a: Comparison, b: Comparison) -> Comparison:
+    """Both draws must pass: the worse status, allclose AND-ed per t."""
+    if not b.status.ran:
+        return b
+    allclose = {t: a.allclose[t] and b.allclose[t] for t in a.allclose}
+    status = Status.OK if allclose[-5] else Status.ACCURACY
+    message = a.message or b.message
+    if status is Status.ACCURACY and not message:
+        message = "outputs differ beyond the baseline tolerance on the fresh input draw"
+    return Comparison(
+        status,
+        message,
+        a.checks,
+        allclose,
+        a.equal and b.equal,
+        max(a.max_diff, b.max_diff),
+        (a.mean_diff + b.mean_diff) / 2,
+    )
+
+
+def _fill_comparison(
+    result: dict[str, Any], cmp: Comparison, draws: int, first_failing: int | None = None
+) -> None:
+    result["status"] = cmp.status.value
+    if cmp.message and cmp.status is not Status.OK:
+        result["error"] = {
+            "type": cmp.status.value,
+            "message": cmp.message,
+            "stage": "compare",
+            "context": {},
+            "traceback": "",
+        }
+    result["correctness"] = {
+        "num_outputs": len(cmp.checks),
+        "outputs": [dataclasses.asdict(c) for c in cmp.checks],
+        "equal": cmp.equal,
+        "allclose": {str(t): v for t, v in cmp.allclose.items()},
+        "max_diff": cmp.max_diff,
+        "mean_diff": cmp.mean_diff,
+        "draws": draws,
+        "first_failing_draw": first_failing,
+    }

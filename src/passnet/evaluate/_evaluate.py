@@ -1,0 +1,157 @@
+"""Evaluate one sample with one compiler on one device → :class:`EvalRecord`."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from passnet.errors import SampleError
+from passnet.evaluate._child import ChildRequest, run_child
+from passnet.evaluate._isolate import ChildOutcome, run_isolated
+from passnet.evaluate._record import (
+    ErrorInfo,
+    EvalRecord,
+    config_hash,
+    record_from_dict,
+)
+from passnet.evaluate._settings import EvalSettings
+from passnet.sample import load_sample
+from passnet.status import Status
+
+__all__ = ["evaluate_sample", "software_versions"]
+
+log = logging.getLogger(__name__)
+
+_STAGE_STATUS = {
+    "start": Status.RUNTIME_ERROR,
+    "load": Status.SAMPLE_ERROR,
+    "compile": Status.COMPILE_ERROR,
+    "eager": Status.SAMPLE_ERROR,
+    "eager_recheck": Status.SAMPLE_ERROR,
+}
+
+
+def software_versions() -> dict[str, str]:
+    import passnet
+
+    versions = {
+        "passnet": passnet.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        pass
+    if torch.version.cuda:
+        versions["cuda"] = torch.version.cuda
+    return versions
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def evaluate_sample(
+    sample_path: str | Path,
+    compiler: str = "inductor",
+    compiler_config: dict[str, Any] | None = None,
+    device: str = "cpu",
+    settings: EvalSettings | None = None,
+    *,
+    graph_label: str | None = None,
+) -> EvalRecord:
+    """Evaluate one GraphNet sample in an isolated child process.
+
+    Never raises for problems of the sample or the compiler: they become the
+    record's status. ``graph_label`` is the name stored in the record (default:
+    the path as given).
+    """
+    settings = settings or EvalSettings()
+    compiler_config = dict(compiler_config or {})
+    started = _now()
+    label = graph_label or str(sample_path)
+    base = dict(
+        graph=label,
+        compiler=compiler,
+        compiler_config=compiler_config,
+        compiler_config_hash=config_hash({"compiler": compiler, **compiler_config}),
+        device=device,
+        versions=software_versions(),
+        settings=settings.to_dict(),
+        started_at=started,
+    )
+    try:
+        graph_hash = load_sample(sample_path).graph_hash
+    except SampleError as exc:
+        return EvalRecord(
+            graph_hash="",
+            status=Status.SAMPLE_ERROR,
+            error=ErrorInfo(type(exc).__name__, exc.message, "load", exc.context),
+            finished_at=_now(),
+            **base,
+        )
+    request = ChildRequest(str(sample_path), compiler, compiler_config, device, settings)
+    outcome = run_isolated(run_child, (request,), settings.timeout_s)
+    return _to_record(outcome, base, graph_hash)
+
+
+def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> EvalRecord:
+    res = outcome.result
+    if res is None:
+        return EvalRecord(
+            graph_hash=graph_hash,
+            status=_death_status(outcome),
+            error=_death_error(outcome),
+            phases_s={"process_start": outcome.started_s},
+            finished_at=_now(),
+            **base,
+        )
+    timing = res.get("timing") or {}
+    d: dict[str, Any] = {
+        **base,
+        "graph_hash": graph_hash,
+        "status": res["status"],
+        "device_name": res.get("device_name", ""),
+        "error": res.get("error"),
+        "correctness": res.get("correctness"),
+        "eager": timing.get("eager"),
+        "compiled": timing.get("compiled"),
+        "pass_report": res.get("pass_report"),
+        "integrity": res.get("integrity", []),
+        "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
+        "finished_at": _now(),
+    }
+    d["phases_s"].pop("start", None)
+    rec = record_from_dict(d)
+    if rec.eager and rec.compiled:
+        rec.speedup_e2e = _ratio(rec.eager.e2e.median_ms, rec.compiled.e2e.median_ms)
+        if rec.eager.device and rec.compiled.device:
+            rec.speedup_device = _ratio(rec.eager.device.median_ms, rec.compiled.device.median_ms)
+    return rec
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def _death_status(outcome: ChildOutcome) -> Status:
+    if outcome.timed_out:
+        return Status.TIMEOUT
+    return _STAGE_STATUS.get(outcome.last_stage, Status.RUNTIME_ERROR)
+
+
+def _death_error(outcome: ChildOutcome) -> ErrorInfo:
+    if outcome.timed_out:
+        msg = f"timed out during stage '{outcome.last_stage}'"
+        return ErrorInfo("Timeout", msg, outcome.last_stage)
+    how = outcome.signal_name or f"exit code {outcome.exitcode}"
+    msg = f"child process died ({how}) during stage '{outcome.last_stage}'"
+    return ErrorInfo("ChildDied", msg, outcome.last_stage, {"exitcode": str(outcome.exitcode)})

@@ -1,0 +1,114 @@
+"""Run a function in a disposable child process with a timeout.
+
+Children are forked from a *forkserver* that has already imported torch and
+passnet, so a child starts in milliseconds, while each evaluation still gets a
+fresh process: a segfault, an abort, a CUDA error, an OOM kill or a hang ends
+the child, never the harness. The forkserver itself never touches CUDA, so the
+children may initialize it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChildOutcome", "run_isolated"]
+
+_PRELOAD = ["torch", "passnet.evaluate._child", "passnet.compilers", "passnet.sample"]
+_ctx_lock = threading.Lock()
+_ctx: Any = None
+
+
+def _context() -> Any:
+    global _ctx
+    with _ctx_lock:
+        if _ctx is None:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(_PRELOAD)
+            _ctx = ctx
+        return _ctx
+
+
+@dataclass
+class ChildOutcome:
+    """What came back from a child: its result (if it finished), last stage, and how it ended."""
+
+    result: dict[str, Any] | None
+    last_stage: str
+    exitcode: int | None
+    timed_out: bool
+    started_s: float
+    """Seconds from asking for the process to its first message."""
+    stages: list[str] = field(default_factory=list)
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.exitcode is not None and self.exitcode < 0:
+            try:
+                return signal.Signals(-self.exitcode).name
+            except ValueError:
+                return f"signal {-self.exitcode}"
+        return None
+
+
+def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
+    def send(msg: tuple[str, Any]) -> None:
+        conn.send(msg)
+
+    try:
+        target(*args, send)
+    finally:
+        conn.close()
+
+
+def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+    """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``."""
+    ctx = _context()
+    parent_conn, child_conn = ctx.Pipe(duplex=False)
+    t0 = time.perf_counter()
+    proc = ctx.Process(target=_entry, args=(child_conn, target, args), daemon=True)
+    proc.start()
+    child_conn.close()
+    deadline = t0 + timeout_s
+    result: dict[str, Any] | None = None
+    stages: list[str] = []
+    started_s = -1.0
+    timed_out = False
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            timed_out = True
+            break
+        if not parent_conn.poll(min(remaining, 1.0)):
+            if not proc.is_alive() and not parent_conn.poll(0):
+                break
+            continue
+        try:
+            kind, payload = parent_conn.recv()
+        except (EOFError, OSError):
+            break
+        if started_s < 0:
+            started_s = time.perf_counter() - t0
+        if kind == "stage":
+            stages.append(payload)
+        elif kind == "result":
+            result = payload
+            break
+    if timed_out or result is None:
+        if proc.is_alive():
+            proc.kill()
+    proc.join(timeout=30)
+    parent_conn.close()
+    return ChildOutcome(
+        result=result,
+        last_stage=stages[-1] if stages else "start",
+        exitcode=proc.exitcode,
+        timed_out=timed_out,
+        started_s=max(started_s, 0.0),
+        stages=stages,
+    )

@@ -1,0 +1,35 @@
+"""Settings of one evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["EvalSettings"]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How to evaluate: timing budget, seeds, limits. Defaults follow design §5.3."""
+
+    warmup: int = 25
+    trials: int = 100
+    seed: int = 0
+    """Seed of the first input draw; the fresh-input re-check uses ``seed + 1``."""
+    timeout_s: float = 600.0
+    """Wall-clock limit of the whole child process (load, compile, check, time)."""
+    rounds: int = 5
+    """Eager and compiled trials are interleaved in this many alternating blocks."""
+    unstable_threshold: float = 0.20
+    """IQR / median above this triggers re-measurement with more trials."""
+    max_retries: int = 2
+    """Re-measurements (each doubling the trials) before a result is flagged unstable."""
+    num_threads: int | None = None
+    """CPU threads for torch in the child (None: torch's default)."""
+    poison_allocator: bool = True
+    """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
+    time_graphs: bool = True
+    """Measure timing (off: correctness only)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,133 @@
+"""Timing of eager vs compiled (design §5.3).
+
+One function per clock, one signature: a *timer* takes a callable and returns one
+sample ``(e2e_ms, device_ms | None)``. :func:`measure_interleaved` alternates
+blocks of eager and compiled calls so drift hits both alike, and re-measures
+with more trials while the spread is too large.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from passnet.evaluate._record import Timing, TimingStats
+
+__all__ = ["cpu_timer", "cuda_timer", "measure_interleaved", "summarize"]
+
+log = logging.getLogger(__name__)
+
+Timer = Callable[[Callable[..., Any], list[Any]], tuple[float, float | None]]
+ArgsFactory = Callable[[], list[Any]]
+
+
+def cpu_timer(fn: Callable[..., Any], args: list[Any]) -> tuple[float, float | None]:
+    """Host clock around one call."""
+    t0 = time.perf_counter_ns()
+    fn(*args)
+    return (time.perf_counter_ns() - t0) / 1e6, None
+
+
+def cuda_timer(fn: Callable[..., Any], args: list[Any]) -> tuple[float, float | None]:
+    """Host clock around one synchronized call (e2e), and CUDA events around it (device)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    start.record()
+    fn(*args)
+    end.record()
+    torch.cuda.synchronize()
+    e2e = (time.perf_counter_ns() - t0) / 1e6
+    return e2e, float(start.elapsed_time(end))
+
+
+def summarize(samples_ms: list[float]) -> TimingStats:
+    """Median, IQR, mean, std, min, max of a series of milliseconds."""
+    a = np.asarray(samples_ms, dtype=np.float64)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return TimingStats(
+        median_ms=float(med),
+        iqr_ms=float(q3 - q1),
+        mean_ms=float(a.mean()),
+        std_ms=float(a.std()),
+        min_ms=float(a.min()),
+        max_ms=float(a.max()),
+        n=int(a.size),
+    )
+
+
+def _run_series(
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer, trials: int, rounds: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    names = list(fns)
+    out: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}
+    rounds = max(1, min(rounds, trials))
+    per_round = [trials // rounds + (1 if r < trials % rounds else 0) for r in range(rounds)]
+    for r, k in enumerate(per_round):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            e2e, dev = out[name]
+            fn, make_args = fns[name]
+            for _ in range(k):
+                a, b = timer(fn, make_args())
+                e2e.append(a)
+                if b is not None:
+                    dev.append(b)
+    return out
+
+
+def measure_interleaved(
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]],
+    *,
+    timer: Timer,
+    warmup: int,
+    trials: int,
+    rounds: int,
+    unstable_threshold: float,
+    max_retries: int,
+) -> dict[str, Timing]:
+    """Warm up each callable, then time them in alternating blocks.
+
+    ``fns`` maps a name to ``(callable, make_args)``; ``make_args`` runs outside the
+    timed region (it returns the same inputs, or fresh clones for graphs that mutate them).
+
+    While any side's IQR/median exceeds ``unstable_threshold`` the whole series is
+    measured again with twice the trials, up to ``max_retries`` times; a side still
+    above the threshold is flagged ``unstable`` (a timing flag, not a failure).
+    """
+    for fn, make_args in fns.values():
+        for _ in range(warmup):
+            fn(*make_args())
+    retries = 0
+    while True:
+        series = _run_series(fns, timer, trials, rounds)
+        timings = {
+            name: Timing(
+                e2e=summarize(e2e), device=summarize(dev) if dev else None, retries=retries
+            )
+            for name, (e2e, dev) in series.items()
+        }
+        noisy = [n for n, t in timings.items() if _spread(t) > unstable_threshold]
+        if not noisy or retries >= max_retries:
+            for name in noisy:
+                timings[name].unstable = True
+            return timings
+        retries += 1
+        trials *= 2
+        log.info(
+            "unstable timing for %s (IQR/median > %.0f%%): re-measuring with %d trials",
+            ", ".join(noisy),
+            unstable_threshold * 100,
+            trials,
+        )
+
+
+def _spread(t: Timing) -> float:
+    # Both clocks can feed a speedup (e2e by default, device on request): both must be stable.
+    spreads = [t.e2e.relative_iqr] + ([t.device.relative_iqr] if t.device is not None else [])
+    return max(spreads)

@@ -1,0 +1,138 @@
+"""Many evaluations: schedule over workers/devices, resume, persist, show progress."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from passnet.errors import SampleError
+from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample
+from passnet.runner._plan import WorkItem
+from passnet.runner._store import ResultStore
+from passnet.sample import load_sample
+
+__all__ = ["RunSummary", "run_evaluations", "worker_devices"]
+
+log = logging.getLogger(__name__)
+
+EVAL_LOG = "eval.log"
+
+
+@dataclass
+class RunSummary:
+    records: list[EvalRecord]
+    """Records of every requested graph (newly evaluated and resumed)."""
+    evaluated: int = 0
+    resumed: int = 0
+    out_dir: Path = field(default_factory=Path)
+
+
+def worker_devices(device: str, jobs: int) -> list[str]:
+    """One device string per worker: ``cuda`` spreads workers over all local GPUs."""
+    if device == "cuda" and torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        return [f"cuda:{i % count}" for i in range(jobs)]
+    return [device] * jobs
+
+
+def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...] | None:
+    try:
+        graph_hash = load_sample(item.path).graph_hash
+    except SampleError:
+        return None
+    return (item.label, graph_hash, compiler, cfg_hash, device)
+
+
+def _log_lines(rec: EvalRecord) -> list[str]:
+    from passnet.score import render_log
+
+    return render_log(rec)
+
+
+def run_evaluations(
+    items: list[WorkItem],
+    *,
+    compiler: str,
+    compiler_config: dict[str, Any] | None = None,
+    device: str = "cpu",
+    settings: EvalSettings | None = None,
+    out_dir: str | Path = "passnet-out",
+    jobs: int = 1,
+    console: Console | None = None,
+    echo_logs: bool = True,
+) -> RunSummary:
+    """Evaluate every item not already in ``out_dir``'s store; return all their records.
+
+    Results are persisted one by one as they finish; Ctrl-C stops scheduling and
+    keeps what finished. Records keep the device kind (``cuda``/``cpu``) as the
+    resume key, so a rerun on another GPU of the same machine resumes too.
+    """
+    compiler_config = dict(compiler_config or {})
+    settings = settings or EvalSettings()
+    console = console or Console(stderr=True)
+    store = ResultStore(out_dir)
+    cfg_hash = config_hash({"compiler": compiler, **compiler_config})
+    todo: list[WorkItem] = []
+    done: list[EvalRecord] = []
+    for item in items:
+        key = _key(item, compiler, cfg_hash, device)
+        found = store.get(key) if key is not None else None
+        if found is not None:
+            done.append(found)
+        else:
+            todo.append(item)
+    if done:
+        console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
+    devices = worker_devices(device, max(1, jobs))
+    new: list[EvalRecord] = []
+    log_path = store.dir / EVAL_LOG
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        transient=False,
+    )
+
+    def work(index: int, item: WorkItem) -> EvalRecord:
+        dev = devices[index % len(devices)]
+        rec = evaluate_sample(
+            item.path, compiler, compiler_config, dev, settings, graph_label=item.label
+        )
+        rec.device = device  # the resume key names the device kind the user asked for
+        return rec
+
+    with progress, open(log_path, "a") as log_file:
+        task = progress.add_task(f"{compiler} on {device}", total=len(todo), last="")
+        with cf.ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            futures = {pool.submit(work, i, item): item for i, item in enumerate(todo)}
+            try:
+                for fut in cf.as_completed(futures):
+                    rec = fut.result()
+                    store.add(rec)
+                    new.append(rec)
+                    lines = _log_lines(rec)
+                    log_file.write("\n".join(lines) + "\n")
+                    log_file.flush()
+                    if echo_logs:
+                        for line in lines:
+                            progress.console.print(line, markup=False, highlight=False)
+                    progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
+            except KeyboardInterrupt:
+                for f in futures:
+                    f.cancel()
+                console.print("[yellow]interrupted: finished results are saved; rerun to resume")
+                raise
+    store.close()
+    by_label = {r.graph: r for r in [*done, *new]}
+    ordered = [by_label[i.label] for i in items if i.label in by_label]
+    return RunSummary(ordered, evaluated=len(new), resumed=len(done), out_dir=store.dir)
