@@ -67,6 +67,9 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
         num_threads=args.threads,
         time_graphs=not args.no_timing,
     )
+    from passnet.compilers import COMPILERS
+
+    COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
     config = _parse_config(args.config)
     runs = _eval_targets(args.paths, args.compiler, config, args.out)
     status = 0

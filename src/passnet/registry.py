@@ -7,8 +7,11 @@ An unknown name is a :class:`~passnet.errors.RegistryError` that lists what exis
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import importlib.util
 import logging
+from pathlib import Path
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -60,12 +63,36 @@ class Registry(Generic[T]):
                 log.warning("cannot load %s plugin %r (%s): %s", self.kind, ep.name, ep.value, exc)
 
     def get(self, name: str) -> T:
+        """The entry called ``name``; ``"pkg.module:Attr"`` or ``"path/file.py:Attr"`` load lazily."""
+        if ":" in name and name not in self._entries:
+            return self._load_spec(name)
         self._load_plugins()
         try:
             return self._entries[name]
         except KeyError:
             known = ", ".join(sorted(self._entries)) or "none"
             raise RegistryError(f"unknown {self.kind} {name!r}; known: {known}") from None
+
+    def _load_spec(self, spec: str) -> T:
+        target, _, attr = spec.rpartition(":")
+        try:
+            if target.endswith(".py"):
+                path = Path(target)
+                mod_spec = importlib.util.spec_from_file_location(f"passnet_plugin_{path.stem}", path)
+                if mod_spec is None or mod_spec.loader is None or not path.is_file():
+                    raise RegistryError(f"{self.kind} file not found: {target}")
+                module = importlib.util.module_from_spec(mod_spec)
+                mod_spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(target)
+            obj = getattr(module, attr)
+        except RegistryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any import failure of a plugin is a registry error
+            raise RegistryError(f"cannot load {self.kind} {spec!r}: {type(exc).__name__}: {exc}") from exc
+        if not (isinstance(obj, type) and issubclass(obj, self.base)):
+            raise RegistryError(f"{self.kind} {spec!r} is not a {self.base.__name__} subclass")
+        return obj
 
     def names(self) -> list[str]:
         self._load_plugins()

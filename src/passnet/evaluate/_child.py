@@ -174,13 +174,12 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
         torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     )
 
+    stage.enter("compile")
     compiler = create_compiler(req.compiler, **req.compiler_config)
     if compiler.requires_cuda and not device.startswith("cuda"):
         raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
     if s.poison_allocator:
         _poison_free_memory(device)
-
-    stage.enter("compile")
     compiled = compiler.compile(module, _clone(inputs1))
     try:
         stage.enter("compiled_run")

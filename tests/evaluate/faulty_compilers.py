@@ -1,0 +1,131 @@
+"""Compilers that misbehave on purpose, loaded by file path into the evaluation child."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import torch
+
+from passnet.compilers import Compiler
+
+
+def _wrap(module: torch.nn.Module, post: Any) -> Any:
+    def run(*args: Any) -> Any:
+        return post(module(*args))
+
+    return run
+
+
+class Segfault(Compiler):
+    def compile(self, module, example_inputs):
+        def run(*args):
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+        return run
+
+
+class SegfaultWhileCompiling(Compiler):
+    def compile(self, module, example_inputs):
+        ctypes.string_at(0)
+
+
+class Hang(Compiler):
+    def compile(self, module, example_inputs):
+        def run(*args):
+            while True:
+                time.sleep(0.05)
+
+        return run
+
+
+class RaisesAtCompile(Compiler):
+    def compile(self, module, example_inputs):
+        raise RuntimeError("backend exploded")
+
+
+class RaisesAtRun(Compiler):
+    def compile(self, module, example_inputs):
+        def run(*args):
+            raise RuntimeError("kernel launch failed")
+
+        return run
+
+
+class WrongDtype(Compiler):
+    def compile(self, module, example_inputs):
+        return _wrap(module, lambda outs: tuple(o.double() if o.is_floating_point() else o for o in outs))
+
+
+class WrongShape(Compiler):
+    def compile(self, module, example_inputs):
+        return _wrap(module, lambda outs: tuple(o.flatten()[:-1] if o.numel() > 1 else o for o in outs))
+
+
+class ExtraOutput(Compiler):
+    def compile(self, module, example_inputs):
+        return _wrap(module, lambda outs: (*outs, outs[0]))
+
+
+class NaNOutput(Compiler):
+    def compile(self, module, example_inputs):
+        def post(outs):
+            o = outs[0].clone()
+            o.view(-1)[0] = float("nan")
+            return (o, *outs[1:])
+
+        return _wrap(module, post)
+
+
+class SlightlyOff(Compiler):
+    """Adds 1e-3 relative error: accuracy failure at the baseline, fine at loose tolerances."""
+
+    def compile(self, module, example_inputs):
+        return _wrap(module, lambda outs: tuple(o * (1 + 1e-3) for o in outs))
+
+
+class StaleFirstDraw(Compiler):
+    """Caches the first output and returns it forever: must fail on the fresh draw."""
+
+    def compile(self, module, example_inputs):
+        cache = {}
+
+        def run(*args):
+            if "out" not in cache:
+                cache["out"] = module(*args)
+            return cache["out"]
+
+        return run
+
+
+class MutatesInput(Compiler):
+    def compile(self, module, example_inputs):
+        def run(*args):
+            out = module(*args)
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.is_floating_point():
+                    a.add_(1.0)
+                    break
+            return out
+
+        return run
+
+
+class Slow(Compiler):
+    """Correct but sleeps 2 ms per call: speedup must come out well below 1."""
+
+    def compile(self, module, example_inputs):
+        def run(*args):
+            time.sleep(0.002)
+            return module(*args)
+
+        return run
+
+
+class Sleeps(Compiler):
+    """Sleeps long enough before finishing to be killed from outside during a run."""
+
+    def compile(self, module, example_inputs):
+        time.sleep(3)
+        return module

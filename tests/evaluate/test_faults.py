@@ -1,0 +1,79 @@
+"""Every way a compiler can fail ends as a status of the taxonomy, never as a harness crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from passnet.evaluate import EvalSettings, evaluate_sample
+from passnet.status import Status
+from tests.conftest import MLP, faulty
+
+
+@pytest.mark.parametrize(
+    ("compiler", "status", "stage"),
+    [
+        ("Segfault", Status.RUNTIME_ERROR, "compiled_run"),
+        ("SegfaultWhileCompiling", Status.COMPILE_ERROR, "compile"),
+        ("RaisesAtCompile", Status.COMPILE_ERROR, "compile"),
+        ("RaisesAtRun", Status.RUNTIME_ERROR, "compiled_run"),
+        ("WrongDtype", Status.DTYPE_MISMATCH, "compare"),
+        ("WrongShape", Status.SHAPE_MISMATCH, "compare"),
+        ("ExtraOutput", Status.SHAPE_MISMATCH, "compare"),
+        ("NaNOutput", Status.NONFINITE, "compare"),
+    ],
+)
+def test_faulty_compiler_becomes_its_status(compiler: str, status: Status, stage: str, fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty(compiler), device="cpu", settings=fast)
+    assert rec.status is status, rec.error
+    assert rec.error is not None and rec.error.stage == stage
+    assert rec.speedup_e2e is None
+
+
+def test_segfault_error_names_the_signal(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("Segfault"), settings=fast)
+    assert "SIGSEGV" in rec.error.message
+
+
+def test_hang_is_killed_at_the_timeout() -> None:
+    settings = EvalSettings(warmup=1, trials=2, timeout_s=8, num_threads=1)
+    rec = evaluate_sample(MLP, faulty("Hang"), settings=settings)
+    assert rec.status is Status.TIMEOUT
+    assert "compiled_run" in rec.error.message
+
+
+def test_small_relative_error_fails_baseline_but_passes_loose_tolerance(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("SlightlyOff"), settings=fast)
+    assert rec.status is Status.ACCURACY
+    assert rec.correctness.allclose[-5] is False
+    assert rec.correctness.allclose[-1] is True
+    assert rec.speedup_e2e is not None  # graphs that ran are timed: ES_t needs their speedup
+
+
+def test_output_cached_from_first_draw_fails_on_fresh_inputs(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("StaleFirstDraw"), settings=fast)
+    assert rec.status is Status.ACCURACY
+    assert rec.correctness.draws == 2
+
+
+def test_input_mutation_is_an_integrity_failure(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("MutatesInput"), settings=fast)
+    assert rec.status is Status.RUNTIME_ERROR
+    assert any("mutated input" in f for f in rec.integrity)
+
+
+def test_slow_compiler_measures_a_slowdown(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("Slow"), settings=fast)
+    assert rec.status is Status.OK
+    assert rec.speedup_e2e < 0.5
+
+
+def test_unknown_compiler_is_a_compile_error(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, "no-such-compiler", settings=fast)
+    assert rec.status is Status.COMPILE_ERROR
+    assert "known:" in rec.error.message
+
+
+def test_cudagraphs_on_cpu_is_reported_not_crashed(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, "cudagraphs", device="cpu", settings=fast)
+    assert rec.status is Status.COMPILE_ERROR
+    assert "CUDA" in rec.error.message
