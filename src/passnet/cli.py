@@ -153,27 +153,22 @@ def _unstable(r: Any) -> bool:
 def _write_scores(
     records: list[Any], out_dir: Path, score_dir: Path | None, console: Console
 ) -> int:
-    from passnet.score import compute_scores, render_score_table, write_aggregated_score
+    from passnet.score import compute_scores, score_table, write_score
 
     scorable = [r for r in records if r.status.value != "sample_error"]
     if not scorable:
         console.print("[yellow]no scorable graphs (all are sample errors): no score written")
         return 0
-    report = compute_scores(records)
-    console.print(render_score_table(report))
+    report = compute_scores(records, score_id=(score_dir or out_dir).name)
+    console.print(score_table(report))
     for folder in {out_dir, *([score_dir] if score_dir else [])}:
-        path = write_aggregated_score(report, Path(folder) / "aggregated_score.json")
+        path = write_score(report, Path(folder) / "aggregated_score.json")
         console.print(f"score: {path}")
     return 0
 
 
 def _cmd_score(args: argparse.Namespace, console: Console) -> int:
-    from passnet.score import (
-        compute_scores,
-        load_records,
-        render_score_table,
-        write_aggregated_score,
-    )
+    from passnet.score import compute_scores, load_records, score_table, write_score
 
     records = [r for src in args.inputs for r in load_records(src)]
     report = compute_scores(
@@ -184,9 +179,9 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
         speedup_kind=args.speedup,
         count_sample_errors=args.count_sample_errors,
     )
-    console.print(render_score_table(report))
+    console.print(score_table(report))
     if args.json:
-        console.print(f"written: {write_aggregated_score(report, Path(args.json))}")
+        console.print(f"written: {write_score(report, Path(args.json))}")
     return 0
 
 

@@ -55,12 +55,16 @@ class RaisesAtRun(Compiler):
 
 class WrongDtype(Compiler):
     def compile(self, module, example_inputs):
-        return _wrap(module, lambda outs: tuple(o.double() if o.is_floating_point() else o for o in outs))
+        return _wrap(
+            module, lambda outs: tuple(o.double() if o.is_floating_point() else o for o in outs)
+        )
 
 
 class WrongShape(Compiler):
     def compile(self, module, example_inputs):
-        return _wrap(module, lambda outs: tuple(o.flatten()[:-1] if o.numel() > 1 else o for o in outs))
+        return _wrap(
+            module, lambda outs: tuple(o.flatten()[:-1] if o.numel() > 1 else o for o in outs)
+        )
 
 
 class ExtraOutput(Compiler):

@@ -22,7 +22,9 @@ from tests.conftest import MLP, faulty
         ("NaNOutput", Status.NONFINITE, "compare"),
     ],
 )
-def test_faulty_compiler_becomes_its_status(compiler: str, status: Status, stage: str, fast: EvalSettings) -> None:
+def test_faulty_compiler_becomes_its_status(
+    compiler: str, status: Status, stage: str, fast: EvalSettings
+) -> None:
     rec = evaluate_sample(MLP, faulty(compiler), device="cpu", settings=fast)
     assert rec.status is status, rec.error
     assert rec.error is not None and rec.error.stage == stage

@@ -20,25 +20,38 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_rerun_skips_finished_evaluations(tmp_path: Path, fast: EvalSettings) -> None:
     items = plan_items([MLP, SYMINT_HEAD])
-    first = run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    first = run_evaluations(
+        items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False
+    )
     assert first.evaluated == 2 and first.resumed == 0
-    second = run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    second = run_evaluations(
+        items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False
+    )
     assert second.evaluated == 0 and second.resumed == 2
     assert [r.finished_at for r in second.records] == [r.finished_at for r in first.records]
     assert len(read_records(tmp_path / "results.jsonl")) == 2
 
 
-def test_other_compiler_config_is_a_different_evaluation(tmp_path: Path, fast: EvalSettings) -> None:
+def test_other_compiler_config_is_a_different_evaluation(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
     items = plan_items([MLP])
     run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
     again = run_evaluations(
-        items, compiler="eager", compiler_config={"x": 1}, settings=fast, out_dir=tmp_path, echo_logs=False
+        items,
+        compiler="eager",
+        compiler_config={"x": 1},
+        settings=fast,
+        out_dir=tmp_path,
+        echo_logs=False,
     )
     assert again.evaluated == 1
 
 
 def test_torn_last_line_is_dropped_and_sqlite_rebuilt(tmp_path: Path, fast: EvalSettings) -> None:
-    run_evaluations(plan_items([MLP]), compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    run_evaluations(
+        plan_items([MLP]), compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False
+    )
     with open(tmp_path / "results.jsonl", "a") as f:
         f.write('{"graph": "half a rec')
     store = ResultStore(tmp_path)
@@ -53,14 +66,32 @@ def test_sigkill_during_a_run_loses_no_finished_record_and_resume_completes(tmp_
     samples = tmp_path / "list.txt"
     samples.write_text(f"{MLP}\n{SYMINT_HEAD}\n{MLP.parent / 'prajjwal1_bert-tiny'}\n")
     cmd = [
-        sys.executable, "-m", "passnet.cli", "eval", str(samples), "--compiler", faulty("Sleeps"),
-        "--warmup", "1", "--trials", "3", "--threads", "1", "--out", str(out), "--quiet",
+        sys.executable,
+        "-m",
+        "passnet.cli",
+        "eval",
+        str(samples),
+        "--compiler",
+        faulty("Sleeps"),
+        "--warmup",
+        "1",
+        "--trials",
+        "3",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     results = out / "results.jsonl"
     deadline = time.time() + 120
-    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+    while time.time() < deadline and not (
+        results.exists() and results.read_text().count("\n") >= 1
+    ):
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

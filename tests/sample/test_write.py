@@ -9,7 +9,14 @@ import torch
 from passnet.sample import load_sample, parse_meta_file, render_meta_file, write_sample
 from tests.conftest import BERT, SYMINT_HEAD
 
-FILES = {"model.py", "weight_meta.py", "input_meta.py", "input_tensor_constraints.py", "graph_net.json", "graph_hash.txt"}
+FILES = {
+    "model.py",
+    "weight_meta.py",
+    "input_meta.py",
+    "input_tensor_constraints.py",
+    "graph_net.json",
+    "graph_hash.txt",
+}
 
 
 def test_written_sample_has_all_six_files_and_reloads_identically(tmp_path: Path) -> None:

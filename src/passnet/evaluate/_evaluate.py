@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ def evaluate_sample(
     settings = settings or EvalSettings()
     compiler_config = dict(compiler_config or {})
     started = _now()
+    t0 = time.perf_counter()
     label = graph_label or str(sample_path)
     base = dict(
         graph=label,
@@ -100,7 +102,9 @@ def evaluate_sample(
         )
     request = ChildRequest(str(sample_path), compiler, compiler_config, device, settings)
     outcome = run_isolated(run_child, (request,), settings.timeout_s)
-    return _to_record(outcome, base, graph_hash)
+    rec = _to_record(outcome, base, graph_hash)
+    rec.phases_s["total"] = time.perf_counter() - t0
+    return rec
 
 
 def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> EvalRecord:

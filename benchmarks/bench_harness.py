@@ -1,0 +1,182 @@
+"""Harness benchmark (issue: evaluation harness, "Measured").
+
+On the 29 dev samples, eager vs a compiler (default inductor), warmup 25, trials 100:
+  * wall time per graph and its split (process start, load, compile, measure);
+  * A/A test: eager vs eager, every "speedup" should be within 1.00 ± 0.02;
+  * repeat-run stability: the same evaluation twice, per-graph |log(s1/s2)|.
+
+Each phase is resumable (results persist in --work), so the phases can run in
+separate invocations that each stay under a time limit:
+
+    PYTHONPATH=src python3 benchmarks/bench_harness.py --phase run1 --device cuda
+    PYTHONPATH=src python3 benchmarks/bench_harness.py --phase run2 --device cuda
+    PYTHONPATH=src python3 benchmarks/bench_harness.py --phase aa   --device cuda
+    PYTHONPATH=src python3 benchmarks/bench_harness.py --phase report
+
+``--phase report`` prints the tables and writes ``harness_report.json`` (and copies
+results to $OUT when that variable is set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from passnet.data import dev_samples_dir
+from passnet.evaluate import EvalSettings
+from passnet.runner import plan_items, read_records, run_evaluations
+
+PHASES = {"run1": "inductor", "run2": "inductor", "aa": "eager"}
+
+
+def run_phase(phase: str, args: argparse.Namespace) -> None:
+    compiler = args.compiler if phase != "aa" else "eager"
+    settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    items = plan_items([args.samples])
+    run_evaluations(
+        items,
+        compiler=compiler,
+        device=args.device,
+        settings=settings,
+        out_dir=Path(args.work) / phase,
+        jobs=1,
+        console=Console(stderr=True),
+        echo_logs=False,
+    )
+
+
+def _load(work: Path, phase: str) -> dict:
+    path = work / phase / "results.jsonl"
+    return {r.graph: r for r in read_records(path)} if path.exists() else {}
+
+
+def _mean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and x == x]
+    return statistics.mean(xs) if xs else None
+
+
+def report(args: argparse.Namespace) -> int:
+    work = Path(args.work)
+    r1, r2, aa = _load(work, "run1"), _load(work, "run2"), _load(work, "aa")
+    rows, out = [], {"graphs": {}}
+    for g in sorted(set(r1) | set(r2) | set(aa)):
+        a, b, c = r1.get(g), r2.get(g), aa.get(g)
+        ph = a.phases_s if a else {}
+        compile_s = ph.get("compile", 0.0)
+        total = ph.get("total", float("nan"))
+        measure = sum(
+            ph.get(k, 0.0)
+            for k in (
+                "compiled_run",
+                "eager",
+                "compare",
+                "measure",
+                "compiled_recheck",
+                "eager_recheck",
+                "compare_recheck",
+            )
+        )
+        s1 = a.speedup_e2e if a else None
+        s2 = b.speedup_e2e if b else None
+        d12 = abs(math.log(s1 / s2)) if s1 and s2 else None
+        aa_s = c.speedup_e2e if c else None
+        unstable = [
+            n
+            for n, r in (("run1", a), ("run2", b), ("aa", c))
+            if r and ((r.eager and r.eager.unstable) or (r.compiled and r.compiled.unstable))
+        ]
+        row = {
+            "status1": a.status.value if a else "-",
+            "status2": b.status.value if b else "-",
+            "total_s": total,
+            "process_start_s": ph.get("process_start", 0.0),
+            "load_s": ph.get("load", 0.0),
+            "compile_s": compile_s,
+            "measure_s": measure,
+            "total_excl_compile_s": total - compile_s,
+            "speedup1": s1,
+            "speedup2": s2,
+            "abs_log_ratio": d12,
+            "aa_speedup": aa_s,
+            "aa_total_s": c.phases_s.get("total") if c else None,
+            "unstable": unstable,
+            "retries": [r.eager.retries for r in (a, b, c) if r and r.eager],
+        }
+        out["graphs"][g] = row
+        rows.append((g, row))
+
+    def fmt(x, spec=".3f"):
+        return format(x, spec) if isinstance(x, (int, float)) and x == x else "-"
+
+    print(
+        f"{'graph':58s} {'st':>8s} {'total':>6s} {'start':>5s} {'load':>5s} {'comp':>6s} {'meas':>5s} {'s1':>6s} {'s2':>6s} {'|dlog|':>7s} {'A/A':>6s}"
+    )
+    for g, r in rows:
+        print(
+            f"{g[:58]:58s} {r['status1'][:8]:>8s} {fmt(r['total_s'], '.1f'):>6s} {fmt(r['process_start_s'], '.2f'):>5s} {fmt(r['load_s'], '.2f'):>5s} {fmt(r['compile_s'], '.1f'):>6s} {fmt(r['measure_s'], '.2f'):>5s} {fmt(r['speedup1']):>6s} {fmt(r['speedup2']):>6s} {fmt(r['abs_log_ratio'], '.4f'):>7s} {fmt(r['aa_speedup']):>6s}"
+        )
+    vals = list(out["graphs"].values())
+    excl = [
+        v["total_excl_compile_s"]
+        for v in vals
+        if v["total_excl_compile_s"] == v["total_excl_compile_s"]
+    ]
+    d = [v["abs_log_ratio"] for v in vals if v["abs_log_ratio"] is not None]
+    aa_dev = [abs(v["aa_speedup"] - 1) for v in vals if v["aa_speedup"]]
+    aa_tot = [v["aa_total_s"] for v in vals if v["aa_total_s"]]
+    summary = {
+        "graphs": len(vals),
+        "mean_total_s": _mean([v["total_s"] for v in vals]),
+        "mean_total_excl_compile_s": _mean(excl),
+        "max_total_excl_compile_s": max(excl) if excl else None,
+        "mean_aa_total_s": _mean(aa_tot),
+        "aa_max_abs_deviation": max(aa_dev) if aa_dev else None,
+        "aa_within_2pct": sum(x <= 0.02 for x in aa_dev),
+        "aa_n": len(aa_dev),
+        "repeat_median_abs_log": statistics.median(d) if d else None,
+        "repeat_max_abs_log": max(d) if d else None,
+        "repeat_n": len(d),
+        "unstable_graphs": sum(bool(v["unstable"]) for v in vals),
+    }
+    out["summary"] = summary
+    print(json.dumps(summary, indent=1))
+    (work / "harness_report.json").write_text(json.dumps(out, indent=1))
+    if os.environ.get("OUT"):
+        dest = Path(os.environ["OUT"])
+        shutil.copy(work / "harness_report.json", dest / "harness_report.json")
+        for phase in PHASES:
+            src = work / phase / "results.jsonl"
+            if src.exists():
+                shutil.copy(src, dest / f"{phase}.jsonl")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--phase", required=True, choices=[*PHASES, "report"])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--compiler", default="inductor")
+    p.add_argument("--samples", default=str(dev_samples_dir()))
+    p.add_argument("--warmup", type=int, default=25)
+    p.add_argument("--trials", type=int, default=100)
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--work", default="/tmp/passnet-bench-harness")
+    args = p.parse_args()
+    if args.phase == "report":
+        return report(args)
+    run_phase(args.phase, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Helpers for the reference-pass tests: load rule files under the Triton interpreter,
+find pattern matches in real sample graphs, capture the real values that feed a match,
+and compare a replacement with its pattern at the dtype's baseline tolerance."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+from torch.fx.passes.utils.matcher_utils import InternalMatch, SubgraphMatcher
+
+from passnet.data import dev_samples_dir
+from passnet.passes.library import get_reference_pass
+from passnet.sample import load_sample
+from passnet.score import baseline_tolerance
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_loaded = itertools.count()
+_captured: dict[tuple[str, str, int], list[Any]] = {}
+
+pytest.importorskip("triton")
+
+
+@pytest.fixture
+def load_rule(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], ModuleType]:
+    """Import a rule file of a reference pass with Triton kernels running in the interpreter.
+
+    ``triton.jit`` decides at decoration time whether to interpret, so the variable is
+    set before every (fresh) import of the file.
+    """
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def load(pass_name: str, rule: str) -> ModuleType:
+        path = get_reference_pass(pass_name).folder / f"{rule}.py"
+        spec = importlib.util.spec_from_file_location(f"_refpass_{rule}_{next(_loaded)}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+def sample_path(relative: str) -> Path:
+    return dev_samples_dir() / relative
+
+
+@functools.cache
+def sample_graph(relative: str) -> torch.fx.GraphModule:
+    return load_sample(sample_path(relative)).fx_graph()
+
+
+def find_matches(pattern: Callable[..., Any], gm: torch.fx.GraphModule) -> list[InternalMatch]:
+    """Matches of ``pattern`` in ``gm`` the way the pass manager looks for them."""
+    matcher = SubgraphMatcher(
+        torch.fx.symbolic_trace(pattern).graph,
+        match_output=False,
+        match_placeholder=False,
+        remove_overlapping_matches=True,
+        ignore_literals=False,
+    )
+    return matcher.match(gm.graph)
+
+
+def captured_inputs(relative: str, pattern: Callable[..., Any], match: int = 0) -> list[Any]:
+    """The real values (replayed sample inputs, run eagerly) that feed ``pattern``'s match.
+
+    Cached per (sample, rule file, match): callers must not modify the values.
+    """
+    key = (relative, pattern.__code__.co_filename, match)
+    if key not in _captured:
+        _captured[key] = _capture(relative, pattern, match)
+    return list(_captured[key])
+
+
+def _capture(relative: str, pattern: Callable[..., Any], match: int) -> list[Any]:
+    gm = sample_graph(relative)
+    wanted = find_matches(pattern, gm)[match].placeholder_nodes
+    nodes = {n for n in wanted if isinstance(n, torch.fx.Node)}
+    values: dict[torch.fx.Node, Any] = {}
+
+    class _Capture(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            result = super().run_node(n)
+            if n in nodes:
+                values[n] = result
+            return result
+
+    with torch.no_grad():
+        _Capture(gm).run(*load_sample(sample_path(relative)).replay_inputs("cpu", seed=0))
+    return [values[n] if isinstance(n, torch.fx.Node) else n for n in wanted]
+
+
+def cast_floats(values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
+    """Floating tensors and literal dtypes to ``dtype``, as a dtype variant of the sample has them."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            v = v.to(dtype)
+        elif isinstance(v, torch.dtype) and v.is_floating_point:
+            v = dtype
+        out.append(v)
+    return out
+
+
+def like(
+    t: torch.Tensor, shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator
+) -> torch.Tensor:
+    """A tensor of ``shape`` drawn with the mean and std of the real tensor ``t``."""
+    ref = t.double()
+    return (
+        torch.randn(tuple(shape), generator=gen, dtype=torch.float64) * ref.std() + ref.mean()
+    ).to(dtype)
+
+
+def assert_replacement_matches(module: ModuleType, inputs: Sequence[Any]) -> float:
+    """Run pattern (eager) and replacement on ``inputs``; outputs must agree in count, dtype,
+    shape, NaN positions and value at the baseline tolerance of their dtype. Returns the max diff."""
+    with torch.no_grad():
+        expected = module.pattern(*inputs)
+        actual = module.replacement_func()(*module.replacement_args(*inputs))
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = tuple(actual) if isinstance(actual, (tuple, list)) else (actual,)
+    assert len(actual) == len(expected)
+    worst = 0.0
+    for exp, act in zip(expected, actual):
+        assert act.dtype == exp.dtype
+        assert act.shape == exp.shape
+        atol, rtol = baseline_tolerance(exp.dtype)
+        torch.testing.assert_close(act, exp, atol=atol, rtol=rtol, equal_nan=True)
+        finite = exp.isfinite() & act.isfinite()
+        if finite.any():
+            worst = max(worst, (act[finite].double() - exp[finite].double()).abs().max().item())
+    return worst
