@@ -21,11 +21,19 @@ def round_trip_records() -> list[EvalRecord]:
     mixed = build_record(
         "timm/mixed", Status.OK, speedup=1.7, speedup_device=1.9, dtypes=("float32", "int64")
     )
+    int_first = build_record(
+        "timm/int_first",
+        Status.ACCURACY,
+        speedup=1.2,
+        correct_from=-4,
+        dtypes=("int64", "bfloat16"),
+    )
     ints = build_record("torchvision/argmax", Status.OK, speedup=1.1, dtypes=("int64",))
     assert ints.correctness is not None
     ints.correctness.equal = True  # integer outputs: allclose at every t means equal
     return [
         mixed,
+        int_first,
         build_record(
             "timm/bf16", Status.ACCURACY, speedup=0.6, correct_from=-2, dtypes=("bfloat16",)
         ),

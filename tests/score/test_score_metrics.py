@@ -194,6 +194,13 @@ def test_fast_p_gmean_and_correctness_ratios():
     assert fast1.params.p_fast == 1.0
 
 
+def test_fast_p_counts_speedups_strictly_above_p():
+    records = [build_record("x/a", speedup=1.0), build_record("x/b", speedup=1.25)]
+    report = compute_scores(records)
+    assert report.fast_p == 0.5
+    assert compute_scores(records, p_fast=1.25).fast_p == 0.0
+
+
 def test_custom_group_of_groups_graphs_into_samples():
     report = compute_scores(five_graphs(), group_of=lambda r: r.graph.split("/")[0])
     assert report.n_samples == 2

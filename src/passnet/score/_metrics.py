@@ -1,0 +1,237 @@
+"""S_t, ES_t, AS, fast_p and correctness ratios (design §5.5).
+
+ES_t is computed twice, as the geometric mean of per-graph error-aware rectified
+speedups and through the factored form α^λ·β^(ληp)·γ_t^(1-λ) (GraphNet eq. 3);
+the two must agree to 1e-9 or scoring stops with an internal error.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from passnet.score._outcome import (
+    BASELINE_T,
+    GraphOutcome,
+    SpeedupKind,
+    default_group_of,
+    rectified_speedup,
+)
+from passnet.score._result import Components, ScoreParams, ScoreReport
+from passnet.status import Interpretation, Status, num_error_classes
+
+if TYPE_CHECKING:
+    from passnet.evaluate._record import EvalRecord
+
+__all__ = [
+    "aggregate_weights",
+    "compute_scores",
+    "factored_score",
+    "gmean",
+]
+
+log = logging.getLogger(__name__)
+
+T_MIN = -10
+AGREEMENT_RTOL = 1e-9
+
+
+def gmean(values: Sequence[float]) -> float:
+    """Geometric mean of positive values (computed in log space)."""
+    if not values:
+        raise ValueError("geometric mean of no values")
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
+def factored_score(
+    alpha: float, beta: float, lam: float, eta: float, gamma: float, p: float = 0.0
+) -> float:
+    """GraphNet eq. (1)/(3): ``α^λ · β^(λ·η·p) · γ^(1-λ)`` (γ = b gives S_t)."""
+    return alpha**lam * beta ** (lam * eta * p) * gamma ** (1 - lam)
+
+
+def aggregate_weights(
+    interpretation: Interpretation | str = Interpretation.DEFAULT,
+) -> dict[int, float]:
+    """W_t for t = -10..|E|+1 (PassNet appendix E)."""
+    n_classes = num_error_classes(interpretation)
+    weights: dict[int, float] = {}
+    for t in range(T_MIN, n_classes + 2):
+        if t <= -6 or t >= n_classes + 1:
+            weights[t] = 0.001
+        elif t <= -3:
+            weights[t] = 1.0
+        else:
+            weights[t] = 0.8 ** (t + 3)
+    return weights
+
+
+def _components(
+    outcomes: Sequence[GraphOutcome], t: int, params: ScoreParams, error_aware: bool
+) -> Components:
+    correct = [o.speedup for o in outcomes if o.scores_speedup_at(t)]
+    slow = [s for s in correct if s < 1]
+    failed = [o for o in outcomes if not o.scores_speedup_at(t)]
+    penalties = [
+        rectified_speedup(
+            o, t, b=params.b, interpretation=params.interpretation, error_aware=error_aware
+        )
+        for o in failed
+    ]
+    return Components(
+        alpha=gmean(correct) if correct else 1.0,
+        beta=gmean(slow) if slow else 1.0,
+        lam=len(correct) / len(outcomes),
+        eta=len(slow) / len(correct) if correct else 0.0,
+        gamma=gmean(penalties) if penalties else 1.0,
+        n_correct=len(correct),
+        n_slow=len(slow),
+        n_failed=len(failed),
+    )
+
+
+def _score_at(
+    outcomes: Sequence[GraphOutcome], t: int, params: ScoreParams, error_aware: bool
+) -> tuple[float, Components]:
+    """Per-graph geometric mean, checked against the factored form."""
+    per_graph = gmean(
+        [
+            rectified_speedup(
+                o,
+                t,
+                b=params.b,
+                p=params.p,
+                interpretation=params.interpretation,
+                error_aware=error_aware,
+            )
+            for o in outcomes
+        ]
+    )
+    c = _components(outcomes, t, params, error_aware)
+    factored = factored_score(c.alpha, c.beta, c.lam, c.eta, c.gamma, params.p)
+    if not math.isclose(per_graph, factored, rel_tol=AGREEMENT_RTOL, abs_tol=0.0):
+        name = "ES" if error_aware else "S"
+        raise RuntimeError(
+            f"internal error: {name}_{t} per-graph {per_graph!r} != factored {factored!r} ({c})"
+        )
+    return per_graph, c
+
+
+def _to_outcome(
+    item: EvalRecord | GraphOutcome,
+    speedup_kind: SpeedupKind,
+    group_of: Callable[[EvalRecord], str],
+) -> GraphOutcome:
+    if isinstance(item, GraphOutcome):
+        return item
+    return GraphOutcome.from_record(item, speedup_kind, group_of)
+
+
+def _check_single_run(items: Sequence[EvalRecord | GraphOutcome]) -> None:
+    runs = {
+        (i.compiler, i.compiler_config_hash, i.device)
+        for i in items
+        if not isinstance(i, GraphOutcome)
+    }
+    if len(runs) > 1:
+        log.warning(
+            "scoring records of %d compiler configurations together: %s",
+            len(runs),
+            sorted(runs),
+        )
+
+
+def compute_scores(
+    items: Iterable[EvalRecord | GraphOutcome],
+    *,
+    b: float = 0.1,
+    p: float = 0.0,
+    interpretation: Interpretation | str = Interpretation.DEFAULT,
+    speedup_kind: SpeedupKind = "e2e",
+    count_sample_errors: bool = False,
+    p_fast: float = 1.0,
+    group_of: Callable[[EvalRecord], str] = default_group_of,
+    score_id: str = "",
+) -> ScoreReport:
+    """Score a result set: S_t, ES_t with components, AS, fast_p, g-mean, correctness ratios.
+
+    ``items`` are evaluation records (or outcomes derived from them) of one
+    compiler configuration. Sample errors are excluded from N unless
+    ``count_sample_errors``, in which case they score ``b`` at every t.
+    Raises ``ValueError`` when no graph is left to score.
+    """
+    params = ScoreParams(
+        b=b,
+        p=p,
+        interpretation=Interpretation(interpretation),
+        speedup_kind=speedup_kind,
+        count_sample_errors=count_sample_errors,
+        p_fast=p_fast,
+    )
+    items = list(items)
+    _check_single_run(items)
+    all_outcomes = [_to_outcome(i, speedup_kind, group_of) for i in items]
+    counts = Counter(o.status.value for o in all_outcomes)
+    scored = [o for o in all_outcomes if count_sample_errors or o.status is not Status.SAMPLE_ERROR]
+    n_excluded = len(all_outcomes) - len(scored)
+    if not scored:
+        raise ValueError(
+            f"no graphs to score: {len(all_outcomes)} records given"
+            + (f", all {n_excluded} are excluded sample errors" if n_excluded else "")
+        )
+
+    ran = [o for o in scored if o.status.ran]
+    missing = [o for o in ran if o.speedup is None]
+    if speedup_kind == "device" and ran and len(missing) == len(ran):
+        raise ValueError(
+            "no graph has a device speedup (device timing needs CUDA): use speedup_kind='e2e'"
+        )
+    if missing:
+        log.warning(
+            "%d of %d graphs ran but have no usable %s speedup; scored as runtime failures "
+            "(first: %s)",
+            len(missing),
+            len(ran),
+            speedup_kind,
+            missing[0].graph,
+        )
+
+    n_classes = num_error_classes(params.interpretation)
+    es: dict[int, float] = {}
+    components: dict[int, Components] = {}
+    for t in range(T_MIN, n_classes + 2):
+        es[t], components[t] = _score_at(scored, t, params, error_aware=True)
+    s = {t: _score_at(scored, t, params, error_aware=False)[0] for t in range(T_MIN, 1)}
+
+    weights = aggregate_weights(params.interpretation)
+    total_weight = math.fsum(weights.values())
+    score = math.exp(math.fsum(w * math.log(es[t]) for t, w in weights.items()) / total_weight)
+
+    n = len(scored)
+    baseline = [o.speedup for o in scored if o.scores_speedup_at(BASELINE_T)]
+    groups: dict[str, bool] = {}
+    for o in scored:
+        groups[o.group] = groups.get(o.group, True) and o.correct_at(BASELINE_T)
+
+    return ScoreReport(
+        id=score_id,
+        score=score,
+        es=es,
+        s=s,
+        components=components,
+        weights=weights,
+        fast_p=sum(1 for v in baseline if v > p_fast) / n,
+        fast_0=sum(1 for v in baseline if v > 0) / n,
+        gmean_speedup=gmean(baseline) if baseline else None,
+        subgraph_correctness_ratio=sum(1 for o in scored if o.correct_at(BASELINE_T)) / n,
+        sample_correctness_ratio=sum(groups.values()) / len(groups),
+        n_samples=len(groups),
+        counts={st.value: counts.get(st.value, 0) for st in Status},
+        params=params,
+        n_graphs=n,
+        n_excluded=n_excluded,
+        n_missing_speedup=len(missing),
+    )
