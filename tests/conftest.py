@@ -29,7 +29,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def fast() -> EvalSettings:
     """Few timed calls: tests check behaviour, not performance."""
-    return EvalSettings(warmup=2, trials=6, rounds=2, timeout_s=120, num_threads=1)
+    return EvalSettings(
+        warmup=2, trials=6, rounds=2, timeout_s=120, num_threads=1, min_warmup_s=0.0, max_extra_s=0.0
+    )
 
 
 def faulty(name: str) -> str:

@@ -43,7 +43,21 @@ class Inductor(Compiler):
         # the compile stage (compile_error) and not in the first checked call.
         with torch.no_grad():
             compiled(*example_inputs)
+        _stop_compile_workers()
         return compiled
+
+
+def _stop_compile_workers() -> None:
+    """Stop Inductor's pool of compile worker processes once compilation is done.
+
+    The pool outlives compilation; its processes start and idle on the same CPUs
+    that launch kernels, which slows launch-bound graphs during timing.
+    """
+    try:
+        from torch._inductor.async_compile import shutdown_compile_workers
+    except ImportError:  # older torch: nothing to stop
+        return
+    shutdown_compile_workers()
 
 
 @register_compiler("inductor-max-autotune")

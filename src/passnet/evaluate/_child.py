@@ -296,6 +296,9 @@ def _measure(
             rounds=s.rounds,
             unstable_threshold=s.unstable_threshold,
             max_retries=s.max_retries,
+            min_warmup_s=s.min_warmup_s,
+            target_rel_se=s.target_rel_se,
+            max_extra_s=s.max_extra_s,
         )
 
 

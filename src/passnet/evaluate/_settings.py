@@ -18,8 +18,14 @@ class EvalSettings:
     """Seed of the first input draw; the fresh-input re-check uses ``seed + 1``."""
     timeout_s: float = 600.0
     """Wall-clock limit of the whole child process (load, compile, check, time)."""
-    rounds: int = 5
+    rounds: int = 10
     """Eager and compiled trials are interleaved in this many alternating blocks."""
+    min_warmup_s: float = 0.2
+    """Warm-up continues until at least this long has passed (GPU clocks ramp up, caches fill)."""
+    target_rel_se: float = 0.004
+    """Adaptive repetition: add series until the speedup's relative standard error is below this..."""
+    max_extra_s: float = 3.0
+    """...or this much extra measuring time has been spent on the graph."""
     unstable_threshold: float = 0.20
     """IQR / median above this triggers re-measurement with more trials."""
     max_retries: int = 2

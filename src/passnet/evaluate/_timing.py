@@ -81,6 +81,35 @@ def _run_series(
     return out
 
 
+def _median_rel_se(samples: list[float]) -> float:
+    """Relative standard error of a median, from the IQR (normal approximation)."""
+    if len(samples) < 4:
+        return float("inf")
+    q1, med, q3 = np.percentile(samples, [25, 50, 75])
+    sigma = (q3 - q1) / 1.349
+    return float(1.2533 * sigma / np.sqrt(len(samples)) / med) if med > 0 else float("inf")
+
+
+def _speedup_rel_se(series: dict[str, tuple[list[float], list[float]]]) -> float:
+    """Relative standard error of every speedup the series can give (e2e and device)."""
+    worst = 0.0
+    for clock in (0, 1):
+        parts = [_median_rel_se(s[clock]) for s in series.values() if s[clock]]
+        if parts:
+            worst = max(worst, float(np.sqrt(sum(p * p for p in parts))))
+    return worst
+
+
+def _warm_up(fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer, calls: int, min_s: float) -> None:
+    for fn, make_args in fns.values():
+        for _ in range(calls):
+            timer(fn, make_args())
+    deadline = time.perf_counter() + min_s
+    while time.perf_counter() < deadline:
+        for fn, make_args in fns.values():
+            timer(fn, make_args())
+
+
 def measure_interleaved(
     fns: dict[str, tuple[Callable[..., Any], ArgsFactory]],
     *,
@@ -90,8 +119,15 @@ def measure_interleaved(
     rounds: int,
     unstable_threshold: float,
     max_retries: int,
+    min_warmup_s: float = 0.0,
+    target_rel_se: float = 0.0,
+    max_extra_s: float = 0.0,
 ) -> dict[str, Timing]:
     """Warm up each callable, then time them in alternating blocks.
+
+    Warm-up is ``warmup`` calls each and at least ``min_warmup_s`` seconds. After
+    ``trials`` calls per side, further series are added while the relative standard
+    error of the speedup exceeds ``target_rel_se`` (at most ``max_extra_s`` seconds).
 
     ``fns`` maps a name to ``(callable, make_args)``; ``make_args`` runs outside the
     timed region (it returns the same inputs, or fresh clones for graphs that mutate them).
@@ -100,12 +136,16 @@ def measure_interleaved(
     measured again with twice the trials, up to ``max_retries`` times; a side still
     above the threshold is flagged ``unstable`` (a timing flag, not a failure).
     """
-    for fn, make_args in fns.values():
-        for _ in range(warmup):
-            fn(*make_args())
+    _warm_up(fns, timer, warmup, min_warmup_s)
     retries = 0
     while True:
         series = _run_series(fns, timer, trials, rounds)
+        # Adaptive repetition: more alternating series until the speedup is precise.
+        extra_deadline = time.perf_counter() + max_extra_s
+        while _speedup_rel_se(series) > target_rel_se and time.perf_counter() < extra_deadline:
+            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds).items():
+                series[name][0].extend(e2e)
+                series[name][1].extend(dev)
         timings = {
             name: Timing(
                 e2e=summarize(e2e), device=summarize(dev) if dev else None, retries=retries
