@@ -32,6 +32,8 @@ class EvalSettings:
     """Re-measurements (each doubling the trials) before a result is flagged unstable."""
     num_threads: int | None = None
     """CPU threads for torch in the child (None: torch's default)."""
+    pin_cpu: bool = True
+    """On CUDA, pin the child to one CPU core for timing (launch-bound graphs are CPU-sensitive)."""
     poison_allocator: bool = True
     """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
     time_graphs: bool = True
