@@ -206,6 +206,13 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_samples(args: argparse.Namespace, console: Console) -> int:
+    from passnet.data import dev_samples_dir
+
+    print(dev_samples_dir())
+    return 0
+
+
 _PLUGIN_CLIS = (
     "passnet.passes._cli",
     "passnet.dataset._cli",
@@ -294,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for the PNG files")
     p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("samples", help="print the folder of the 29 GraphNet dev samples shipped with passnet")
+    p.set_defaults(func=_cmd_samples)
 
     for module in _PLUGIN_CLIS:
         try:
