@@ -30,7 +30,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def fast() -> EvalSettings:
     """Few timed calls: tests check behaviour, not performance."""
     return EvalSettings(
-        warmup=2, trials=6, rounds=2, timeout_s=120, num_threads=1, min_warmup_s=0.0, max_extra_s=0.0
+        warmup=2,
+        trials=6,
+        rounds=2,
+        timeout_s=120,
+        num_threads=1,
+        min_warmup_s=0.0,
+        max_extra_s=0.0,
     )
 
 

@@ -302,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
     p.set_defaults(func=_cmd_plot)
 
-    p = sub.add_parser("samples", help="print the folder of the 29 GraphNet dev samples shipped with passnet")
+    p = sub.add_parser(
+        "samples", help="print the folder of the 29 GraphNet dev samples shipped with passnet"
+    )
     p.set_defaults(func=_cmd_samples)
 
     for module in _PLUGIN_CLIS:

@@ -100,7 +100,9 @@ def _speedup_rel_se(series: dict[str, tuple[list[float], list[float]]]) -> float
     return worst
 
 
-def _warm_up(fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer, calls: int, min_s: float) -> None:
+def _warm_up(
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer, calls: int, min_s: float
+) -> None:
     for fn, make_args in fns.values():
         for _ in range(calls):
             timer(fn, make_args())
