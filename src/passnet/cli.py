@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from passnet.errors import PassnetError
 
@@ -341,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, console) or 0)
     except PassnetError as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         return 130

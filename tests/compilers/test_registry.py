@@ -1,0 +1,56 @@
+"""The compiler registry: built-ins, unknown names, file and module specs, entry points."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from passnet.compilers import COMPILERS, Compiler, create_compiler
+from passnet.errors import RegistryError
+from passnet.registry import Registry
+from tests.conftest import FAULTY
+
+
+def test_builtin_compilers_are_registered() -> None:
+    assert {"eager", "inductor", "inductor-max-autotune", "cudagraphs"} <= set(COMPILERS.names())
+    assert COMPILERS.get("cudagraphs").requires_cuda
+    assert not COMPILERS.get("inductor").requires_cuda
+
+
+def test_unknown_name_lists_known_compilers() -> None:
+    with pytest.raises(RegistryError, match="unknown compiler 'nope'; known: .*inductor"):
+        create_compiler("nope")
+
+
+def test_compiler_keeps_its_config() -> None:
+    c = create_compiler("inductor", dynamic=False)
+    assert c.describe() == {"name": "inductor", "dynamic": False}
+
+
+def test_file_spec_loads_a_compiler_class() -> None:
+    cls = COMPILERS.get(f"{FAULTY}:Slow")
+    assert issubclass(cls, Compiler) and cls.__name__ == "Slow"
+
+
+def test_bad_specs_are_precise_errors(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="file not found"):
+        COMPILERS.get(str(tmp_path / "missing.py") + ":X")
+    with pytest.raises(RegistryError, match="AttributeError"):
+        COMPILERS.get(f"{FAULTY}:NoSuchClass")
+    with pytest.raises(RegistryError, match="is not a Compiler subclass"):
+        COMPILERS.get("os.path:join")
+
+
+def test_entry_point_plugins_are_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = importlib.metadata.EntryPoint(
+        name="plugin-slow", value="tests.evaluate.faulty_compilers:Slow", group="passnet.compilers"
+    )
+    broken = importlib.metadata.EntryPoint(
+        name="broken", value="no.such.module:X", group="passnet.compilers"
+    )
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep, broken])
+    reg: Registry[type[Compiler]] = Registry("compiler", Compiler, group="passnet.compilers")
+    assert reg.get("plugin-slow").__name__ == "Slow"
+    assert "broken" not in reg.names()  # a broken plugin is logged and skipped

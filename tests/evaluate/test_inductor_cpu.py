@@ -1,0 +1,39 @@
+"""Integration: real dev samples, eager and TorchInductor on CPU, through the isolated child."""
+
+from __future__ import annotations
+
+import pytest
+
+from passnet.evaluate import EvalSettings, evaluate_sample
+from passnet.status import Status
+from tests.conftest import BERT, MLP, SYMINT_HEAD
+
+
+@pytest.mark.parametrize("sample", [MLP, SYMINT_HEAD], ids=["mlp-iris", "sequencer-head-symint"])
+def test_eager_against_eager_is_exactly_equal(sample, fast: EvalSettings) -> None:
+    rec = evaluate_sample(sample, "eager", settings=fast)
+    assert rec.status is Status.OK
+    assert rec.correctness.equal and rec.correctness.max_diff == 0.0
+    assert all(rec.correctness.allclose.values())
+    assert rec.eager.e2e.n >= fast.trials and rec.compiled.e2e.n >= fast.trials
+    assert rec.speedup_e2e > 0 and rec.speedup_device is None
+    assert {"load", "compile", "measure", "total"} <= set(rec.phases_s)
+
+
+@pytest.mark.parametrize("sample", [MLP, SYMINT_HEAD], ids=["mlp-iris", "sequencer-head-symint"])
+def test_inductor_on_cpu_is_correct(sample, fast: EvalSettings) -> None:
+    rec = evaluate_sample(sample, "inductor", settings=fast)
+    assert rec.status is Status.OK, rec.error
+    assert rec.correctness.draws == 2
+    assert rec.correctness.allclose[-5]
+    assert rec.versions["torch"]
+
+
+@pytest.mark.slow
+def test_inductor_on_bert_tiny_cpu(fast: EvalSettings) -> None:
+    rec = evaluate_sample(
+        BERT, "inductor", settings=EvalSettings(**{**fast.to_dict(), "timeout_s": 600})
+    )
+    assert rec.status in (Status.OK, Status.ACCURACY), rec.error
+    assert rec.correctness.allclose[-3]
+    assert rec.correctness.num_outputs == 2

@@ -1,0 +1,85 @@
+"""The command line: eval → results, log, score; score and plot from results; help texts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from passnet.cli import build_parser, main
+from tests.conftest import MLP, SYMINT_HEAD
+
+
+def test_eval_writes_records_log_and_score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    args = [
+        "eval",
+        str(MLP),
+        str(SYMINT_HEAD),
+        "--compiler",
+        "eager",
+        "--warmup",
+        "1",
+        "--trials",
+        "4",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "[Speedup][e2e]:" in printed  # PassNet log lines are echoed
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and {json.loads(x)["status"] for x in lines} == {"ok"}
+    assert "[Result] status: success" in (out / "eval.log").read_text()
+    score = json.loads((out / "aggregated_score.json").read_text())
+    assert score["n_graphs"] == 2 and 0 < score["score"]
+
+
+def test_score_and_plot_read_a_results_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "eval",
+                str(MLP),
+                "--compiler",
+                "eager",
+                "--warmup",
+                "1",
+                "--trials",
+                "4",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert main(["score", str(out), "--b", "0.2", "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["params"]["b"] == 0.2
+    assert main(["plot", f"eager={out}", "--out", str(tmp_path / "fig")]) == 0
+    assert any(p.suffix == ".png" and p.stat().st_size > 0 for p in (tmp_path / "fig").iterdir())
+
+
+def test_unknown_compiler_fails_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(MLP), "--compiler", "nope", "--out", str(tmp_path)]) == 2
+    assert "known:" in capsys.readouterr().out
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_missing_path_is_a_precise_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(tmp_path / "nowhere"), "--compiler", "eager"]) == 2
+    assert "nowhere" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["eval", "score", "plot"])
+def test_help_shows_examples(command: str) -> None:
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    assert "examples:" in sub.format_help()
