@@ -104,25 +104,19 @@ def _eval_targets(
     paths: list[str], compiler: str, config: dict[str, Any], out: str | None
 ) -> list[tuple[list[str], dict[str, Any], Path, Path | None]]:
     """Each task folder is its own run (its pass_dir feeds pass compilers); plain paths form one run."""
-    tasks = [
-        p
-        for p in paths
-        if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()
-    ]
+    from passnet.passes import load_task
+
+    tasks = [p for p in paths if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()]
     plain = [p for p in paths if p not in tasks]
+    several = len(tasks) + bool(plain) > 1
     runs = []
     for t in tasks:
+        task = load_task(t)
         task_cfg = dict(config)
         if compiler.startswith("pass_mgr"):
-            task_cfg.setdefault("pass_dir", str((Path(t) / "pass_dir").resolve()))
-            if (Path(t) / "const_pass_dir").is_dir():
-                task_cfg.setdefault("const_pass_dir", str((Path(t) / "const_pass_dir").resolve()))
-        out_dir = (
-            Path(out) / Path(t).name
-            if out and len(tasks) + bool(plain) > 1
-            else Path(out or Path(t) / "passnet-out")
-        )
-        runs.append(([t], task_cfg, out_dir, Path(t)))
+            task_cfg = {**task.compiler_config(), **config}
+        out_dir = Path(out) / task.path.name if out and several else Path(out or task.path / "passnet-out")
+        runs.append(([t], task_cfg, out_dir, task.path))
     if plain:
         runs.append((plain, config, Path(out or "passnet-out"), None))
     return runs
@@ -160,7 +154,10 @@ def _write_scores(
     if not scorable:
         console.print("[yellow]no scorable graphs (all are sample errors): no score written")
         return 0
-    report = compute_scores(records, score_id=(score_dir or out_dir).name)
+    # All graphs of a task form one sample for the sample correctness ratio.
+    group = (lambda r: score_dir.name) if score_dir else None
+    kwargs = {"group_of": group} if group else {}
+    report = compute_scores(records, score_id=(score_dir or out_dir).name, **kwargs)
     console.print(score_table(report))
     for folder in {out_dir, *([score_dir] if score_dir else [])}:
         path = write_score(report, Path(folder) / "aggregated_score.json")

@@ -9,7 +9,7 @@ import torch
 
 from passnet.compilers._base import Compiler, register_compiler
 
-__all__ = ["CudaGraphs", "Eager", "Inductor", "InductorMaxAutotune"]
+__all__ = ["CudaGraphs", "Eager", "Inductor", "InductorMaxAutotune", "stop_compile_workers"]
 
 
 @register_compiler("eager")
@@ -43,11 +43,11 @@ class Inductor(Compiler):
         # the compile stage (compile_error) and not in the first checked call.
         with torch.no_grad():
             compiled(*example_inputs)
-        _stop_compile_workers()
+        stop_compile_workers()
         return compiled
 
 
-def _stop_compile_workers() -> None:
+def stop_compile_workers() -> None:
     """Stop Inductor's pool of compile worker processes once compilation is done.
 
     The pool outlives compilation; its processes start and idle on the same CPUs

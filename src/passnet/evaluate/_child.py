@@ -181,12 +181,13 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
         raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
     if s.poison_allocator:
         _poison_free_memory(device)
-    compiled = compiler.compile(module, _clone(inputs1))
     try:
+        compiled = compiler.compile(module, _clone(inputs1))
         stage.enter("compiled_run")
         with compiler.checked_call():
             out_c, args_c = _call(compiled, inputs1, device)
     finally:
+        # Kept also when compiling fails: a pass mismatch's diagnostics live here.
         result["pass_report"] = _report(compiler)
 
     stage.enter("eager")

@@ -19,6 +19,7 @@ from passnet.sample._constraints import Constraints, parse_constraints_file
 from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
+from passnet.sample._trace import trace_module
 
 __all__ = ["Sample", "load_sample"]
 
@@ -75,7 +76,7 @@ class Sample:
         """Symbolically trace ``GraphModule`` (on CPU) into an FX graph."""
         module = self.build_module("cpu")
         try:
-            return torch.fx.symbolic_trace(module)
+            return trace_module(module)
         except Exception as exc:  # noqa: BLE001 - tracing failures are reported as sample errors
             raise SampleError(
                 f"cannot trace model.py with torch.fx: {type(exc).__name__}: {exc}",

@@ -1,0 +1,118 @@
+"""The pass-manager compilers: ``pass_mgr`` and ``pass_mgr+inductor``.
+
+Both trace the sample module (:func:`~passnet.passes.trace_graph`), load the
+pass directory on first use (inside the evaluation child), rewrite, and fail
+with :class:`~passnet.errors.PassMismatch` when no pass matched. ``pass_mgr``
+runs the rewritten graph as it is (PassNet's ``PassMgrBackend``);
+``pass_mgr+inductor`` compiles it with Inductor, each replacement an opaque
+custom op (:mod:`passnet.passes._opaque`).
+
+Config: ``pass_dir`` (required), ``const_pass_dir`` (optional, trusted fixed
+passes applied first). :meth:`checked_call` turns on the dispatch guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from passnet.compilers._base import Compiler, register_compiler
+from passnet.compilers._builtin import stop_compile_workers
+from passnet.errors import CompileError, PassError, PassLoadError
+from passnet.evaluate._record import PassReport
+from passnet.passes._graph import trace_graph
+from passnet.passes._guard import DispatchGuard
+from passnet.passes._manager import PassManager
+from passnet.passes._opaque import make_opaque
+
+__all__ = ["PassMgr", "PassMgrInductor"]
+
+log = logging.getLogger(__name__)
+
+
+class _PassCompiler(Compiler):
+    """Shared machinery of the pass-manager compilers."""
+
+    inductor: ClassVar[bool] = False
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        unknown = set(config) - {"pass_dir", "const_pass_dir"}
+        if unknown:
+            raise PassLoadError(
+                f"compiler {self.name!r} got unknown config {sorted(unknown)}; it takes pass_dir and const_pass_dir"
+            )
+        if not config.get("pass_dir"):
+            raise PassLoadError(
+                f"compiler {self.name!r} needs config pass_dir=<folder with the pass files>"
+            )
+        self.guard = DispatchGuard()
+        self._manager: PassManager | None = None
+        self._report: PassReport | None = None
+        self._keep_alive: list[Any] = []
+
+    def _load(self) -> PassManager:
+        if self._manager is None:
+            const = self.config.get("const_pass_dir")
+            self._manager = PassManager.from_dirs(
+                Path(self.config["pass_dir"]), Path(const) if const else None, guard=self.guard
+            )
+        return self._manager
+
+    def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
+        self._report = PassReport()
+        try:
+            manager = self._load()
+        except PassError as exc:
+            self._report.diagnostics.append(f"[PassMgrBackend] cannot load passes: {exc}")
+            raise
+        try:
+            gm = trace_graph(module)
+        except Exception as exc:  # noqa: BLE001 - an untraceable graph is this compiler's failure
+            raise CompileError(
+                f"cannot trace the graph with torch.fx: {type(exc).__name__}: {exc}"
+            ) from exc
+        result = manager.apply(gm)
+        self._report = result.report
+        result.raise_if_unmatched()
+        compiled: Callable[..., Any] = result.graph_module
+        if self.inductor:
+            # A fresh Dynamo state per graph, as for the plain inductor compiler.
+            torch._dynamo.reset()
+            self._keep_alive.append(
+                make_opaque(result.graph_module, result.sites, manager.target, example_inputs)
+            )
+            compiled = torch.compile(result.graph_module, backend="inductor", dynamic=False)
+        # Run once now, guarded: Triton kernels (and Inductor) compile here, so their
+        # failures surface in the compile stage, and a replacement that computes with
+        # torch is rejected before anything is timed.
+        with torch.no_grad(), self.guard.checking():
+            compiled(*example_inputs)
+        if self.inductor:
+            stop_compile_workers()
+        return compiled
+
+    @contextlib.contextmanager
+    def checked_call(self) -> Iterator[None]:
+        with self.guard.checking():
+            yield
+
+    def pass_report(self) -> PassReport | None:
+        return self._report
+
+
+@register_compiler("pass_mgr")
+class PassMgr(_PassCompiler):
+    """Rewrite the graph with the pass directory's passes and run it as it is."""
+
+
+@register_compiler("pass_mgr+inductor")
+class PassMgrInductor(_PassCompiler):
+    """Rewrite with the passes, then compile with Inductor; replacements stay opaque custom ops."""
+
+    inductor = True

@@ -1,0 +1,243 @@
+"""The static layer's vocabulary: what pass code may use, and the :class:`Finding` it reports.
+
+The rules (``Finding.rule``), and why each exists:
+
+``import``
+    Only ``torch`` (and ``torch.nn``, ``torch.nn.functional``, ``torch.fx``),
+    ``triton``, ``triton.language`` (and its submodules), ``math``, ``typing``,
+    ``__future__`` and the pass package itself (``pass_dir.<helper>`` or a
+    relative import) may be imported, at module level only. This shuts out
+    threads, timers, ``gc``, ``os``/``sys``/``io``, ``importlib``, ``ctypes``,
+    ``functools`` caches and every other route around the rules below.
+``torch-api``
+    Outside ``pattern``, torch may be used only to create tensors and read
+    metadata: ``torch.empty``/``empty_like``/``empty_strided``/``zeros``/
+    ``zeros_like``/``ones``/``ones_like``/``full``/``full_like``, dtypes, memory
+    formats, ``torch.Tensor``/``dtype``/``device``/``Size``, ``finfo``/``iinfo``,
+    ``is_tensor``/``is_floating_point``, ``torch.no_grad``, ``torch.cuda.device``
+    and ``torch.fx.wrap``. Everything else — ``torch.matmul``, ``F.*``,
+    ``torch.ops``, ``torch.compile``, ``torch.cuda.Stream``/``Event``,
+    ``torch.library`` — is delegation or tampering.
+``tensor-method``
+    Outside ``pattern`` and ``@triton.jit`` kernels, an attribute of a value must
+    be metadata (``shape``, ``stride``, ``dtype``, ``device``, ``numel``, ...), a
+    view/creation method (``view``, ``reshape``, ``contiguous``, ``permute``,
+    ``new_empty``, ``zero_``, ...), ``item`` or a plain container/string method.
+    ``x.sum()``, ``x.to(...)``, ``x.clone()``, ``x.cache`` are rejected.
+``builtin``
+    ``eval``, ``exec``, ``compile``, ``getattr``/``setattr``/``delattr``,
+    ``globals``/``locals``/``vars``/``dir``, ``open``, ``input``, ``id``,
+    ``memoryview``, ``super``, ``breakpoint``, ``exit``/``quit`` and 3-argument
+    ``type`` are rejected, even when only named.
+``dunder``
+    No dunder name or attribute (``__dict__``, ``__class__``, ``__import__``,
+    ``__globals__``, ``__torch_dispatch__``, ...).
+``state``
+    No ``global``/``nonlocal``, no attribute assignment, no assignment into
+    anything but a local variable, no mutable default argument, no module-level
+    value other than constants, ``triton.Config(...)``/``math`` calls and
+    read-only tables — and a module-level list/dict/set may only be read
+    (``T[k]``, ``k in T``, ``for k in T``, ``len(T)``) inside functions. Nothing
+    can survive from one call to the next, so outputs cannot be cached.
+``class`` / ``try`` / ``async``
+    No class definitions (tensor subclasses, descriptors, operator overloading),
+    no ``try`` (a pass must not swallow the runtime guard's rejection), no
+    coroutines.
+``module``
+    At module level only imports, function definitions, constant assignments,
+    docstrings and ``torch.fx.wrap("name")``.
+``pattern-ref``
+    ``pattern`` is exempt from the torch rules because it is only traced as the
+    template; nothing may refer to it, so its exemption cannot be borrowed.
+``replacement-args``
+    ``replacement_args`` takes exactly the pattern's parameters and returns them
+    selected/reordered, plus literals (numbers, strings, ``None``, dtypes).
+``replacement-func``
+    ``replacement_func`` returns, by name, a module-level function of the pass
+    directory that is not a Triton kernel.
+``format``
+    A pass file defines ``pattern``, ``replacement_args`` and
+    ``replacement_func`` once each, at module level, undecorated; sources are
+    UTF-8 and parse.
+``file``
+    No compiled code (``.so``, ``.pyd``, ``.pyc``, ...) and no symlinks: native
+    code cannot be inspected.
+"""
+
+import ast
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "FORBIDDEN_BUILTINS",
+    "IMPORTABLE",
+    "PACKAGE",
+    "PASS_FUNCTIONS",
+    "TORCH_ALLOWED",
+    "TRITON_ALLOWED",
+    "VALUE_ATTRS",
+    "Finding",
+    "allowed",
+    "is_dunder",
+]
+
+PACKAGE = "pass_dir"
+PASS_FUNCTIONS = ("pattern", "replacement_args", "replacement_func")
+
+IMPORTABLE = {
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.fx",
+    "triton",
+    "triton.language",
+    "math",
+    "typing",
+    "__future__",
+}
+
+TORCH_DTYPES = {
+    f"torch.{n}" for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype)
+}
+TORCH_ALLOWED = frozenset(
+    {
+        # creation (values independent of any input)
+        *(
+            f"torch.{n}"
+            for n in (
+                "empty empty_like empty_strided zeros zeros_like ones ones_like full full_like"
+            ).split()
+        ),
+        # types, metadata and memory formats
+        *(
+            f"torch.{n}"
+            for n in (
+                "Tensor dtype device Size memory_format finfo iinfo is_tensor is_floating_point "
+                "is_complex contiguous_format channels_last channels_last_3d preserve_format "
+                "no_grad"
+            ).split()
+        ),
+        "torch.cuda.device",
+        "torch.fx.wrap",
+        *TORCH_DTYPES,
+    }
+)
+
+TRITON_ALLOWED = frozenset(
+    {
+        "triton.jit",
+        "triton.autotune",
+        "triton.Config",
+        "triton.heuristics",
+        "triton.cdiv",
+        "triton.next_power_of_2",
+        "triton.language",
+    }
+)
+
+# Torch namespaces not even a pattern may touch: tracing the pattern executes it.
+PATTERN_DENIED = (
+    "torch.cuda",
+    "torch.compile",
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.library",
+    "torch.utils",
+    "torch.backends",
+    "torch.multiprocessing",
+    "torch.distributed",
+    "torch.hub",
+    "torch.load",
+    "torch.save",
+    "torch.jit",
+    "torch.export",
+    "torch.set_",
+    "torch.manual_seed",
+    "torch.random",
+    "torch.cpu",
+    "torch.mps",
+    "torch.xpu",
+    "torch.profiler",
+    "torch.testing",
+    "torch.overrides",
+    "torch.autograd",
+)
+
+VALUE_ATTRS = frozenset(
+    (
+        # tensor metadata
+        "shape dtype device ndim is_cuda is_cpu layout is_contiguous stride size numel dim "
+        "data_ptr element_size storage_offset nbytes itemsize is_floating_point is_complex "
+        "requires_grad "
+        # views and layout
+        "view view_as reshape contiguous expand expand_as permute transpose t T mT unsqueeze "
+        "squeeze flatten unflatten as_strided narrow select split chunk unbind movedim detach "
+        # creation on the input's device / dtype
+        "new_empty new_empty_strided new_zeros new_ones new_full zero_ fill_ "
+        # a one-element tensor as a Python number
+        "item "
+        # device / dtype attributes
+        "type is_signed index "
+        # plain Python containers and strings
+        "append extend insert pop get items keys values count join format startswith "
+        "endswith lower upper strip replace copy update"
+    ).split()
+)
+INFO_ATTRS = frozenset("eps max min tiny bits resolution smallest_normal".split())
+
+FORBIDDEN_BUILTINS = frozenset(
+    "eval exec compile getattr setattr delattr globals locals vars dir open input id "
+    "memoryview super breakpoint exit quit help".split()
+)
+MUTABLE_NODES = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+MODULE_LEVEL_CALLS = frozenset(
+    {
+        "triton.Config",
+        "triton.cdiv",
+        "triton.next_power_of_2",
+        "triton.language.constexpr",
+        "torch.fx.wrap",
+        "torch.device",
+        "torch.finfo",
+        "torch.iinfo",
+    }
+)
+BINARY_SUFFIXES = (".so", ".pyd", ".pyc", ".pyo", ".dll", ".dylib", ".pth", ".egg", ".whl")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation: where (file relative to the pass directory, line, column) and which rule."""
+
+    file: str
+    line: int
+    col: int
+    rule: str
+    message: str
+    code: str = ""
+    """The offending source line, stripped."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}: [{self.rule}] {self.message}"
+
+
+def is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and len(name) > 4
+
+
+def allowed(qualname: str, in_pattern: bool) -> bool:
+    """May code use the object ``qualname`` (a value, not a module to descend into)?"""
+    root = qualname.split(".", 1)[0]
+    if root == "torch":
+        if in_pattern:
+            return not qualname.startswith(PATTERN_DENIED) and qualname != "torch"
+        return qualname in TORCH_ALLOWED
+    if root == "triton":
+        return qualname in TRITON_ALLOWED or qualname.startswith("triton.language.")
+    if root in ("math", "typing", "__future__"):
+        return qualname != root
+    if root == PACKAGE:
+        last = qualname.rsplit(".", 1)[-1]
+        return last != "pattern" and not is_dunder(last)
+    return False
