@@ -83,3 +83,13 @@ def test_missing_path_is_a_precise_error(
 def test_help_shows_examples(command: str) -> None:
     sub = build_parser()._subparsers._group_actions[0].choices[command]
     assert "examples:" in sub.format_help()
+
+
+def test_cli_doc_is_up_to_date() -> None:
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("gen_cli_doc", root / "tools" / "gen_cli_doc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (root / "docs" / "cli.md").read_text() == mod.render(), "run: python tools/gen_cli_doc.py"
