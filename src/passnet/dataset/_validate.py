@@ -642,16 +642,41 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and str(value).isdigit() else None
 
 
+def _validate_in_child(path: str, seed: int, send: Callable[[tuple[str, Any]], None]) -> None:
+    send(("result", validate_sample(path, seed=seed).to_dict()))
+
+
+def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> ValidationReport:
+    """Validate in a disposable child process: a crash or hang fails the sample, not the batch."""
+    from passnet.evaluate import run_isolated
+
+    started = time.perf_counter()
+    outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s)
+    if outcome.result is not None:
+        return ValidationReport.from_dict(outcome.result)
+    how = "timed out" if outcome.timed_out else f"died ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
+    checks = _Checks()
+    checks.fail(Constraint.RUNNABLE, f"validation process {how} while checking the sample")
+    for c in Constraint:
+        if c is not Constraint.RUNNABLE:
+            checks.skip(c, f"validation process {how}")
+    return checks.report(Path(path), started)
+
+
 def validate_samples(
     paths: Iterable[str | Path],
     *,
     seed: int = 0,
     done: Iterable[str] = (),
     on_report: Callable[[ValidationReport], None] | None = None,
+    isolated: bool = True,
+    timeout_s: float = 600.0,
 ) -> list[ValidationReport]:
     """Validate several samples; ``done`` lists samples (as strings) to skip (resume).
 
     ``on_report`` sees each report as soon as it exists (write it, show progress).
+    With ``isolated`` (the default) each sample is checked in its own child process,
+    so a segfault or a hang in sample code ends as a failed report.
     """
     skip = set(done)
     reports = []
@@ -659,7 +684,7 @@ def validate_samples(
         if str(path) in skip:
             continue
         try:
-            report = validate_sample(path, seed=seed)
+            report = _validate_isolated(path, seed, timeout_s) if isolated else validate_sample(path, seed=seed)
         except Exception as exc:  # noqa: BLE001 - a validator bug on one sample must not end the batch
             log.exception("validator failed on %s", path)
             checks = _Checks()

@@ -1,6 +1,7 @@
 """One graph × one compiler: isolated run, correctness, timing → :class:`EvalRecord`."""
 
 from passnet.evaluate._evaluate import evaluate_sample, software_versions
+from passnet.evaluate._isolate import ChildOutcome, run_isolated
 from passnet.evaluate._record import (
     SCHEMA_VERSION,
     Correctness,
@@ -17,7 +18,9 @@ from passnet.evaluate._record import (
 from passnet.evaluate._settings import EvalSettings
 
 __all__ = [
+    "ChildOutcome",
     "EvalSettings",
+    "run_isolated",
     "evaluate_sample",
     "software_versions",
     "SCHEMA_VERSION",
