@@ -1,4 +1,4 @@
-"""Helpers for the reference-pass tests: load rule files under the Triton interpreter,
+"""Helpers for the reference-pass tests: load rule files (kernels interpreted on CPU, compiled on CUDA),
 find pattern matches in real sample graphs, capture the real values that feed a match,
 and compare a replacement with its pattern at the dtype's baseline tolerance."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,27 +27,56 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _loaded = itertools.count()
 _captured: dict[tuple[str, str, int], list[Any]] = {}
 
-pytest.importorskip("triton")
+
+def _is_triton_python_module(name: str) -> bool:
+    return (name == "triton" or name.startswith("triton.")) and not name.startswith("triton._C")
 
 
-@pytest.fixture
-def load_rule(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], ModuleType]:
-    """Import a rule file of a reference pass with Triton kernels running in the interpreter.
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Where the kernels run: ``cpu`` (Triton's interpreter) or ``cuda`` (compiled; ``gpu`` tests).
 
-    ``triton.jit`` decides at decoration time whether to interpret, so the variable is
-    set before every (fresh) import of the file.
+    ``triton.jit`` (and Triton's own jitted ``tl.sum``/``tl.max``) decide at import
+    time whether to interpret, so Triton's Python modules are imported afresh with
+    ``TRITON_INTERPRET`` set (cpu) or unset (cuda) for the tests of one module, and
+    the previous ones are put back afterwards. The compiled extension stays loaded.
     """
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pytest.importorskip("triton")
+    saved = {k: m for k, m in sys.modules.items() if _is_triton_python_module(k)}
+    for name in saved:
+        del sys.modules[name]
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "cpu":
+            mp.setenv("TRITON_INTERPRET", "1")
+        else:
+            mp.delenv("TRITON_INTERPRET", raising=False)
+        yield request.param
+    for name in [k for k in sys.modules if _is_triton_python_module(k)]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+@pytest.fixture(scope="module")
+def load_rule(device: str) -> Callable[[str, str], ModuleType]:
+    """Import a rule file of a reference pass for ``device``, once per test module."""
+    loaded: dict[tuple[str, str], ModuleType] = {}
 
     def load(pass_name: str, rule: str) -> ModuleType:
-        path = get_reference_pass(pass_name).folder / f"{rule}.py"
-        spec = importlib.util.spec_from_file_location(f"_refpass_{rule}_{next(_loaded)}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        if (pass_name, rule) not in loaded:
+            path = get_reference_pass(pass_name).folder / f"{rule}.py"
+            spec = importlib.util.spec_from_file_location(f"_refpass_{rule}_{next(_loaded)}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            loaded[pass_name, rule] = module
+        return loaded[pass_name, rule]
 
     return load
+
+
+def on(device: str, values: Sequence[Any]) -> list[Any]:
+    """``values`` with every tensor moved to ``device``."""
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def sample_path(relative: str) -> Path:
@@ -121,11 +151,16 @@ def like(
     ).to(dtype)
 
 
-def assert_replacement_matches(module: ModuleType, inputs: Sequence[Any]) -> float:
+def assert_replacement_matches(
+    module: ModuleType, inputs: Sequence[Any], reference: Callable[..., Any] | None = None
+) -> float:
     """Run pattern (eager) and replacement on ``inputs``; outputs must agree in count, dtype,
-    shape, NaN positions and value at the baseline tolerance of their dtype. Returns the max diff."""
+    shape, NaN positions and value at the baseline tolerance of their dtype. Returns the max diff.
+
+    ``reference`` replaces ``module.pattern`` as the expected side where a test explains why.
+    """
     with torch.no_grad():
-        expected = module.pattern(*inputs)
+        expected = (reference or module.pattern)(*inputs)
         actual = module.replacement_func()(*module.replacement_args(*inputs))
     expected = expected if isinstance(expected, tuple) else (expected,)
     actual = tuple(actual) if isinstance(actual, (tuple, list)) else (actual,)

@@ -1,0 +1,118 @@
+"""FusedLinearBiasGelu: matches the feed-forward linear + GELU and equals eager.
+
+In fp16/bf16 eager rounds the linear result before GELU, and so does the kernel. Where
+the exact linear result lies within fp32 accumulation error of a rounding boundary, the
+order of the fp32 sum (BLAS or Triton, CPU or GPU: none is canonical) decides which of
+two neighbouring values GELU sees, and in GELU's flat negative tail the two outputs are
+further apart than the fp16 tolerance. Those elements are checked against eager GELU of
+either neighbour; every other element against eager at the baseline tolerance.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from passnet.score import baseline_tolerance
+from tests.passes.library.conftest import (
+    DTYPES,
+    assert_replacement_matches,
+    captured_inputs,
+    cast_floats,
+    find_matches,
+    like,
+    on,
+    sample_graph,
+)
+
+PASS, RULE = "linear_bias_gelu", "FusedLinearBiasGelu"
+BERT_TINY = "transformers-auto-model/prajjwal1_bert-tiny"
+TINYBERT = "transformers-auto-model/ms-marco-TinyBERT-L2"
+BGE = "transformers-auto-model/bge-small-zh"
+
+
+def _assert_matches_eager(module, inputs):
+    bias, weight, x = inputs
+    if x.dtype == torch.float32:
+        assert_replacement_matches(module, inputs)
+        return
+    with torch.no_grad():
+        expected = module.pattern(*inputs)
+        actual = module.replacement_func()(*module.replacement_args(*inputs))
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    x64, w64 = x.double(), weight.double()
+    b64 = (
+        bias.double()
+        if bias is not None
+        else torch.zeros(weight.shape[0], dtype=torch.float64, device=x.device)
+    )
+    exact = torch.nn.functional.linear(x64, w64, b64)
+    # How far an fp32 sum of the K products can land from the exact value: each addition
+    # errs by up to 2**-24 of its partial sum, and partial sums of terms of mixed signs
+    # grow like sqrt(k) * rms(term), so the errors add to about
+    # 2**-24 * sqrt(sum_k k * mean(term**2)); the band is four times that.
+    K = x.shape[-1]
+    spread = ((x64**2 @ (w64**2).T) * (K + 1) / 2).sqrt() + b64.abs()
+    band = 4 * 2.0**-24 * spread
+    low, high = (exact - band).to(x.dtype), (exact + band).to(x.dtype)
+    tie = low != high
+    atol, rtol = baseline_tolerance(x.dtype)
+
+    def close(reference):
+        ref = reference.double()
+        return (actual.double() - ref).abs() <= atol + rtol * ref.abs()
+
+    gelu = torch._C._nn.gelu
+    ok = close(expected) | (tie & (close(gelu(low)) | close(gelu(high))))
+    assert ok.all(), f"{(~ok).sum().item()} elements differ from eager beyond rounding ties"
+    assert tie.double().mean() < 0.05, "the band is too wide to check anything"
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [(BERT_TINY, 2), (TINYBERT, 2), (BGE, 4)],
+    ids=["bert-tiny", "tinybert", "bge"],
+)
+def test_pattern_matches_every_intermediate_layer(load_rule, sample, expected):
+    module = load_rule(PASS, RULE)
+    matches = find_matches(module.pattern, sample_graph(sample))
+    assert len(matches) == expected  # one BertIntermediate per encoder layer
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_replacement_equals_eager_on_real_tinybert_values(load_rule, device, dtype):
+    module = load_rule(PASS, RULE)
+    inputs = on(device, cast_floats(captured_inputs(TINYBERT, module.pattern), dtype))
+    _assert_matches_eager(module, inputs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("x_shape", "n_out"),
+    [((2, 9, 100), 300), ((70, 256), 1024), ((2, 100, 48), 130)],
+    ids=["k100-n300", "m70-k256", "m200-large-tiles"],
+)
+def test_replacement_equals_eager_on_other_shapes(load_rule, device, dtype, x_shape, n_out):
+    module = load_rule(PASS, RULE)
+    bias, weight, x = captured_inputs(TINYBERT, module.pattern)
+    gen = torch.Generator().manual_seed(8)
+    K = x_shape[-1]
+    inputs = [
+        like(bias, (n_out,), dtype, gen),
+        like(weight, (n_out, K), dtype, gen),
+        like(x, x_shape, dtype, gen),
+    ]
+    _assert_matches_eager(module, on(device, inputs))
+
+
+def test_linear_without_bias_is_supported(load_rule, device):
+    module = load_rule(PASS, RULE)
+    _, weight, x = captured_inputs(TINYBERT, module.pattern)
+    assert_replacement_matches(module, on(device, [None, weight, x]))
+
+
+def test_mismatched_dtypes_are_refused_like_eager(load_rule, device):
+    module = load_rule(PASS, RULE)
+    bias, weight, x = captured_inputs(TINYBERT, module.pattern)
+    with pytest.raises(TypeError, match="one dtype"):
+        module.replacement_func()(*on(device, [x.half(), weight, bias]))
