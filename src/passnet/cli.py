@@ -213,6 +213,7 @@ def _cmd_samples(args: argparse.Namespace, console: Console) -> int:
 
 _PLUGIN_CLIS = (
     "passnet.passes._cli",
+    "passnet.passes.library._cli",
     "passnet.dataset._cli",
     "passnet.dataset._cli_part2",
     "passnet.agent._cli",
