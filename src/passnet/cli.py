@@ -216,7 +216,6 @@ _PLUGIN_CLIS = (
     "passnet.passes.library._cli",
     "passnet.dataset._cli",
     "passnet.dataset._cli_part2",
-    "passnet.agent._cli",
 )
 
 
