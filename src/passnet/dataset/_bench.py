@@ -1,0 +1,310 @@
+"""PassBench-style task assembly: bucket subgraphs, sample, aggregate into tasks, split.
+
+Following PassNet appendix B:
+
+1. **Bucketing.** Each subgraph gets three keys: its exact operator sequence (from
+   its ``graph_net.json`` provenance, so dtype variants keep their origin's
+   sequence; traced otherwise), its input shape bucket — ``⌊log2(d)/4⌋`` for every
+   dimension d of every input (0 for d ≤ 1) — and its dtype (of the first
+   floating-point input). Subgraphs with the same canonical graph hash are one.
+2. **Stratified sampling.** Within one operator sequence, subgraphs are sorted by
+   (shape bucket, dtype, hash) and every σ-th is kept, from a seeded offset.
+3. **Aggregation.** One task per operator sequence, holding one representative
+   per (shape bucket, dtype): cross-shape and cross-dtype in one task, at most
+   ``max_graphs_per_task`` graphs (smallest shape buckets first).
+4. **Split.** Operator sequences, not subgraphs, are split: a seeded shuffle puts
+   ``eval_fraction`` of them in ``eval``, the rest in ``train``, so no operator
+   sequence is in both.
+
+The output is a pure function of the input files and the options: the same
+subgraphs and seed give a byte-identical tree (no timestamps, sorted orders,
+files copied byte for byte).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from passnet.dataset._subgraph import trace_parent
+from passnet.errors import DatasetError, PassnetError
+from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
+
+__all__ = ["BenchGraph", "BenchResult", "BenchTask", "build_bench", "shape_bucket"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SAMPLE_FILES = (
+    "model.py",
+    "weight_meta.py",
+    "input_meta.py",
+    "input_tensor_constraints.py",
+    "graph_net.json",
+    "graph_hash.txt",
+)
+ENTRY_SH = """#!/bin/sh
+# Evaluates every graph of this task (graph_list.txt) with the passes in pass_dir.
+exec passnet eval "$(dirname "$0")" --compiler pass_mgr "$@"
+"""
+_DTYPE_ORDER = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+def shape_bucket(shapes: Iterable[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
+    """``⌊log2(d)/4⌋`` for each dimension of each input (0 for d ≤ 1)."""
+    return tuple(
+        tuple(0 if d <= 1 else math.floor(math.log2(d) / 4) for d in shape) for shape in shapes
+    )
+
+
+@dataclass(frozen=True)
+class BenchGraph:
+    """One input subgraph with its bucket keys."""
+
+    path: str
+    op_sequence: tuple[str, ...]
+    shape_bucket: tuple[tuple[int, ...], ...]
+    dtype: str
+    graph_hash: str
+    kind: str
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (
+            self.shape_bucket,
+            _DTYPE_ORDER.get(self.dtype, 9),
+            self.dtype,
+            self.graph_hash,
+            self.path,
+        )
+
+
+@dataclass
+class BenchTask:
+    """One task: an operator sequence and its graphs (paths relative to the task folder)."""
+
+    name: str
+    split: str
+    kind: str
+    op_sequence: list[str]
+    graphs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class BenchResult:
+    """What ``build_bench`` wrote (also ``manifest.json``)."""
+
+    out_dir: str
+    seed: int
+    stride: int
+    eval_fraction: float
+    max_graphs_per_task: int
+    tasks: list[BenchTask] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def split(self, name: str) -> list[BenchTask]:
+        return [t for t in self.tasks if t.split == name]
+
+    def manifest(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("out_dir")
+        d["counts"] = {
+            split: {
+                "tasks": len(self.split(split)),
+                "graphs": sum(len(t.graphs) for t in self.split(split)),
+            }
+            for split in ("train", "eval")
+        }
+        return d
+
+
+def _op_sequence(sample: Sample) -> tuple[str, ...]:
+    provenance = sample.graph_net.get("subgraph")
+    if isinstance(provenance, dict) and isinstance(provenance.get("op_sequence"), list):
+        return tuple(str(op) for op in provenance["op_sequence"])
+    return tuple(trace_parent(sample).op_sequence)
+
+
+def _describe(path: Path) -> BenchGraph:
+    sample = load_sample(path)
+    tensors = [sample.metas[n] for n in sample.param_names if not sample.is_symint(n)]
+    floats = [m for m in tensors if m.dtype.is_floating_point]
+    dtype_meta = floats[0] if floats else (tensors[0] if tensors else None)
+    dtype = dtype_to_str(dtype_meta.dtype).removeprefix("torch.") if dtype_meta else "none"
+    provenance = sample.graph_net.get("subgraph")
+    kind = str(provenance.get("kind", "graph")) if isinstance(provenance, dict) else "graph"
+    return BenchGraph(
+        str(path),
+        _op_sequence(sample),
+        shape_bucket(m.shape for m in tensors),
+        dtype,
+        sample.graph_hash,
+        kind,
+    )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _task_name(ops: Sequence[str]) -> str:
+    short = "_".join(op.rsplit(".", 1)[-1].strip("_") for op in ops)
+    short = "".join(c if c.isalnum() or c in "_-" else "-" for c in short)
+    if len(short) > 48:
+        short = short[:48].rstrip("_-") + f"_{len(ops)}ops"
+    return f"{short}-{_digest(chr(10).join(ops))[:10]}"
+
+
+def _bucket_dir(bucket: tuple[tuple[int, ...], ...]) -> str:
+    text = "_".join("x".join(str(d) for d in dims) or "s" for dims in bucket) or "none"
+    return text if len(text) <= 48 else f"b{_digest(repr(bucket))[:12]}"
+
+
+def _sample(members: list[BenchGraph], stride: int, seed: int, key: str) -> list[BenchGraph]:
+    offset = random.Random(f"{seed}:{key}").randrange(stride)
+    return members[offset::stride]
+
+
+def _write_task(task_dir: Path, task: BenchTask, sources: list[BenchGraph]) -> None:
+    for graph, src in zip(task.graphs, sources, strict=True):
+        dst = task_dir / graph["path"]
+        dst.mkdir(parents=True)
+        for name in SAMPLE_FILES:
+            if (Path(src.path) / name).is_file():
+                shutil.copyfile(Path(src.path) / name, dst / name)
+    (task_dir / "graph_list.txt").write_text("".join(g["path"] + "\n" for g in task.graphs))
+    (task_dir / "pass_dir").mkdir()
+    (task_dir / "pass_dir" / "sorted_output_pass_rule_names.json").write_text("[]\n")
+    entry = task_dir / "entry.sh"
+    entry.write_text(ENTRY_SH)
+    entry.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    (task_dir / "task.json").write_text(json.dumps(asdict(task), indent=2, sort_keys=True) + "\n")
+
+
+def build_bench(
+    paths: str | Path | Iterable[str | Path],
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    stride: int = 1,
+    eval_fraction: float = 0.2,
+    max_graphs_per_task: int = 16,
+    kinds: Sequence[str] | None = None,
+    overwrite: bool = False,
+    catalog: Any = None,
+    progress: bool = False,
+) -> BenchResult:
+    """Assemble PassBench tasks (design §4.2) from subgraph samples into ``out_dir``.
+
+    ``paths``: sample folders, folders searched for samples, or list files. ``stride``
+    is σ of the stratified sampling; ``eval_fraction`` the share of operator
+    sequences held out for ``eval``. ``kinds`` keeps only subgraphs of those kinds
+    (``fusible``, ``classical``, ``single-op``; ``graph`` for whole graphs), as told
+    by their ``graph_net.json``. ``out_dir`` must be absent or empty unless
+    ``overwrite``. Unreadable samples are listed in ``skipped`` with the reason.
+    ``catalog``: a :class:`~passnet.dataset.Catalog` to record each task in.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    if stride < 1:
+        raise DatasetError(f"stride must be at least 1, got {stride}")
+    if not 0.0 <= eval_fraction <= 1.0:
+        raise DatasetError(f"eval_fraction must be in [0, 1], got {eval_fraction}")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise DatasetError("output folder is not empty (use overwrite)", file=out)
+        shutil.rmtree(out)
+    samples = find_samples([paths] if isinstance(paths, (str, Path)) else paths)
+    wanted = {k.replace("_", "-") for k in kinds} if kinds else None
+    result = BenchResult(str(out), seed, stride, eval_fraction, max_graphs_per_task)
+    graphs: list[BenchGraph] = []
+    columns = (TextColumn("bench {task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, transient=True, disable=not progress) as bar:
+        task_id = bar.add_task("reading", total=len(samples))
+        for path in samples:
+            try:
+                described = _describe(path)
+                if wanted is None or described.kind in wanted:
+                    graphs.append(described)
+            except (PassnetError, RuntimeError, ValueError, KeyError) as exc:
+                result.skipped.append({"path": str(path), "reason": str(exc)})
+                log.info("bench: skipping %s: %s", path, exc)
+            bar.advance(task_id)
+
+    by_sequence: dict[tuple[str, ...], list[BenchGraph]] = {}
+    seen_hashes: set[str] = set()
+    for g in sorted(graphs, key=lambda g: (g.op_sequence, *g.sort_key())):
+        if g.graph_hash in seen_hashes:
+            continue  # the same graph (from another parent, or listed twice)
+        seen_hashes.add(g.graph_hash)
+        by_sequence.setdefault(g.op_sequence, []).append(g)
+
+    sampled = {seq: _sample(by_sequence[seq], stride, seed, "\n".join(seq)) for seq in by_sequence}
+    sampled = {
+        seq: members for seq, members in sampled.items() if members
+    }  # fewer than σ: none kept
+    keys = sorted(sampled, key=lambda seq: _digest("\n".join(seq)))
+    random.Random(seed).shuffle(keys)
+    n_eval = round(len(keys) * eval_fraction)
+    if eval_fraction > 0 and len(keys) >= 2:
+        n_eval = min(max(n_eval, 1), len(keys) - 1)
+    eval_keys = set(keys[:n_eval])
+
+    tasks: list[tuple[BenchTask, list[BenchGraph]]] = []
+    for seq in sorted(sampled, key=_task_name):
+        representatives: dict[tuple[Any, ...], BenchGraph] = {}
+        for g in sampled[seq]:
+            representatives.setdefault((g.shape_bucket, g.dtype), g)
+        order = sorted(representatives, key=lambda k: (k[0], _DTYPE_ORDER.get(k[1], 9), k[1]))
+        chosen = [representatives[k] for k in order][:max_graphs_per_task]
+        split = "eval" if seq in eval_keys else "train"
+        task = BenchTask(_task_name(seq), split, chosen[0].kind, list(seq))
+        for g in chosen:
+            name = f"{Path(g.path).name}_{g.graph_hash[:10]}"
+            task.graphs.append(
+                {
+                    "path": f"graphs/{g.dtype}/{_bucket_dir(g.shape_bucket)}/{name}",
+                    "source": g.path,
+                    "dtype": g.dtype,
+                    "shape_bucket": [list(b) for b in g.shape_bucket],
+                    "graph_hash": g.graph_hash,
+                }
+            )
+        tasks.append((task, chosen))
+    train_ops = {tuple(t.op_sequence) for t, _ in tasks if t.split == "train"}
+    eval_ops = {tuple(t.op_sequence) for t, _ in tasks if t.split == "eval"}
+    if train_ops & eval_ops:  # cannot happen by construction; a leak would void the benchmark
+        raise DatasetError("an operator sequence is in both train and eval")
+
+    out.mkdir(parents=True, exist_ok=True)
+    for task, chosen in tasks:
+        _write_task(out / task.split / task.name, task, chosen)
+        result.tasks.append(task)
+        if catalog is not None:
+            try:
+                catalog.add_task(
+                    task.name,
+                    samples=[out / task.split / task.name / g["path"] for g in task.graphs],
+                    path=out / task.split / task.name,
+                    kind=task.kind,
+                    split=task.split,
+                    ops=task.op_sequence,
+                    dtypes=sorted({g["dtype"] for g in task.graphs}),
+                    extra={"seed": seed, "stride": stride},
+                )
+            except PassnetError as exc:
+                log.warning("catalog: cannot record task %s: %s", task.name, exc)
+    (out / "manifest.json").write_text(
+        json.dumps(result.manifest(), indent=2, sort_keys=True) + "\n"
+    )
+    return result

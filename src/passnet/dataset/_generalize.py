@@ -1,0 +1,624 @@
+"""Generalization: dtype and shape variants of a sample, each validated by running it.
+
+**Dtype variants** (float32 → float16 / bfloat16): float32 tensors change dtype,
+except the parameters of ``batch_norm``/``instance_norm`` (running statistics,
+and the affine weight and bias with them, which is the mixed-precision form
+PyTorch accepts on CPU and CUDA); integer and bool tensors stay. Inside the
+graph, ``torch.float32`` arguments (``dtype=`` of ``full``/``arange``/``tensor``,
+``.to(torch.float32)``) and ``.float()`` become the target dtype, and the
+float32 extremes (``-3.4028234663852886e38``, written for ``finfo.min`` masks)
+become the target's.
+
+**Shape variants**: a *symbol* is a dynamic dimension — ``S0``, ``S1`` ... of
+``input_tensor_constraints.py``, or, when a sample declares none, dim 0 of its
+user inputs if scaling it works (probing). For new symbol values, inputs get
+new shapes and literal sizes in the graph are re-derived node by node
+(:mod:`~passnet.dataset._shapes`); a variant that cannot be made consistent
+fails at the node where it breaks.
+
+Every variant is written with :func:`passnet.sample.write_sample`, then loaded
+and run eagerly on replayed inputs; it must run and give finite outputs, or it
+is reported as failed (which variant, why) and removed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import shutil
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
+from passnet.dataset._subgraph import (
+    ParentGraph,
+    canonical_hash,
+    copy_parent_graph,
+    op_name,
+    render_model_source,
+    sample_names,
+    trace_parent,
+)
+from passnet.errors import PassnetError
+from passnet.evaluate import ErrorInfo
+from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
+from passnet.sample._replay import replay_value
+
+__all__ = [
+    "GeneralizeError",
+    "GeneralizeResult",
+    "Variant",
+    "VariantRecord",
+    "VariantStatus",
+    "generalize_sample",
+    "generalize_samples",
+    "infer_symbolic_dims",
+    "plan_variants",
+    "read_generalize_manifest",
+]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+_NORM_FUNCS = {"batch_norm", "instance_norm"}
+_NORM_KWARGS = {"running_mean", "running_var", "weight", "bias"}
+_F32 = torch.finfo(torch.float32)
+
+
+class VariantStatus(str, Enum):
+    WRITTEN = "written"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A dtype (None: unchanged) and new values for some symbols."""
+
+    dtype: torch.dtype | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def name(self) -> str:
+        dtype = str(self.dtype).removeprefix("torch.") if self.dtype is not None else "float32"
+        return dtype + "".join(f"_{s}-{v}" for s, v in self.sizes)
+
+
+@dataclass
+class VariantRecord:
+    """Outcome of one variant."""
+
+    name: str
+    dtype: str
+    sizes: dict[str, int]
+    status: VariantStatus
+    path: str = ""
+    reason: str = ""
+    graph_hash: str = ""
+    rewrites: int = 0
+    """Literal sizes rewritten in the graph."""
+
+
+@dataclass
+class GeneralizeResult:
+    """All variants of one sample (status ``ok`` unless the sample itself is unusable)."""
+
+    sample: str
+    graph_hash: str
+    status: str
+    variants: list[VariantRecord] = field(default_factory=list)
+    symbols: dict[str, int] = field(default_factory=dict)
+    probed: bool = False
+    """True when the symbols were found by probing, not declared."""
+    error: ErrorInfo | None = None
+    elapsed_s: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for v in d["variants"]:
+            v["status"] = VariantStatus(v["status"]).value
+        return d
+
+
+# --- dtype rewriting ------------------------------------------------------------------------------
+
+
+def _map_floats(value: Any, target: torch.dtype) -> Any:
+    """Rewrite dtype constants and float32 extremes inside (nested) arguments."""
+    if value is torch.float32:
+        return target
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= _F32.max:
+        return math.copysign(torch.finfo(target).max, value)
+    if isinstance(value, (list, tuple)):
+        mapped = [_map_floats(v, target) for v in value]
+        return type(value)(mapped) if isinstance(value, list) else tuple(mapped)
+    if isinstance(value, dict):
+        return {k: _map_floats(v, target) for k, v in value.items()}
+    return value
+
+
+def _protected_params(parent: ParentGraph) -> set[str]:
+    """Placeholders that stay float32: normalization statistics and their affine params."""
+    protected: set[str] = set()
+    for node in parent.gm.graph.nodes:
+        if node.op != "call_function" or op_name(node) not in _NORM_FUNCS:
+            continue
+        candidates = list(node.args[1:5]) + [node.kwargs.get(k) for k in _NORM_KWARGS]
+        for c in candidates:
+            if isinstance(c, torch.fx.Node) and c.op == "placeholder":
+                protected.add(str(c.target))
+    return protected
+
+
+def _apply_dtype(graph: torch.fx.Graph, target: torch.dtype) -> int:
+    changed = 0
+    for node in graph.nodes:
+        if node.op == "call_method" and node.target == "float":
+            node.target = {torch.float16: "half", torch.bfloat16: "bfloat16"}.get(target, "float")
+            changed += 1
+        new_args, new_kwargs = _map_floats(node.args, target), _map_floats(node.kwargs, target)
+        if new_args != node.args or new_kwargs != node.kwargs:
+            node.args, node.kwargs = new_args, new_kwargs
+            changed += 1
+    return changed
+
+
+def _meta_with_dtype(meta: TensorMeta, target: torch.dtype) -> TensorMeta:
+    info = torch.finfo(target)
+
+    def clamp(v: float | None) -> float | None:
+        return None if v is None else max(min(float(v), info.max), -info.max)
+
+    return replace(meta, dtype=target, min_val=clamp(meta.min_val), max_val=clamp(meta.max_val))
+
+
+# --- symbols and variants -------------------------------------------------------------------------
+
+
+def _eval_dim(dim: int | str, sizes: dict[str, int]) -> int:
+    if isinstance(dim, int):
+        return dim
+    expr = sympy.sympify(dim)
+    value = expr.subs({sympy.Symbol(k): v for k, v in sizes.items()})
+    if not value.is_number or value != int(value):
+        raise GeneralizeError(f"dimension {dim!r} is not an integer for {sizes}")
+    return int(value)
+
+
+def _user_inputs(parent: ParentGraph) -> list[str]:
+    """Forward parameters that are data inputs, not weights, buffers or lifted scalars."""
+    out = []
+    for name in parent.sample.param_names:
+        lowered = name.lower()
+        if "_parameters_" in lowered or "_buffers_" in lowered or parent.sample.is_symint(name):
+            continue
+        meta = parent.sample.metas[name]
+        if meta.shape:
+            out.append(name)
+    return out
+
+
+def _declared_shapes(parent: ParentGraph) -> tuple[dict[str, int], dict[str, list[int | str]]]:
+    c = parent.sample.constraints
+    if c is None or not c.symbols:
+        return {}, {}
+    examples = {s: c.example_values[s] for s in c.symbols if s in c.example_values}
+    shapes = {}
+    for name, shape in c.input_shapes.items():
+        meta = parent.sample.metas.get(name)
+        if meta is None or len(shape) != len(meta.shape):
+            continue
+        try:
+            if [_eval_dim(d, examples) for d in shape] == list(meta.shape):
+                shapes[name] = shape
+        except (GeneralizeError, TypeError, ValueError, sympy.SympifyError):
+            log.debug("constraint shape of %s in %s is unusable: %s", name, parent.path, shape)
+    return examples, shapes
+
+
+class _ShapeContext:
+    """Original run of a parent, from which shape variants are derived."""
+
+    def __init__(self, parent: ParentGraph) -> None:
+        self.parent = parent
+        self.graph, _ = copy_parent_graph(parent)
+        self.inputs = parent.replay_inputs()
+        self.old_shapes, _, _ = run_graph(self.graph, self.inputs)
+
+    def variant_metas(
+        self, sizes: dict[str, int], shapes: dict[str, list[int | str]], examples: dict[str, int]
+    ) -> list[TensorMeta]:
+        scale = {examples[s]: v for s, v in sizes.items()}
+        sample = self.parent.sample
+        symints = {n for n in sample.param_names if sample.is_symint(n)}
+        metas = []
+        for meta in self.parent.sample.weight_metas + self.parent.sample.input_metas:
+            m = copy.deepcopy(meta)
+            if meta.name in shapes:
+                m.shape = [_eval_dim(d, {**examples, **sizes}) for d in shapes[meta.name]]
+            if meta.name in symints and m.data and len(m.data) == 1:
+                m.data = [value_rule(int(m.data[0]), scale)]
+            elif m.shape != meta.shape and m.data is not None:
+                # Literal values do not fit the new shape: replay them from their range instead.
+                cast = float if m.dtype.is_floating_point else int
+                values = [cast(v) for v in m.data]
+                m.min_val = m.min_val if m.min_val is not None else min(values, default=None)
+                m.max_val = m.max_val if m.max_val is not None else max(values, default=None)
+                m.data = None
+            metas.append(m)
+        return metas
+
+    def replay(self, metas: list[TensorMeta], seed: int) -> list[Any]:
+        by_name = {m.name: m for m in metas}
+        sample = self.parent.sample
+        return [
+            _to(
+                replay_value(by_name[n], sample.usage[n], seed, sample.is_symint(n)),
+                self.parent.device,
+            )
+            for n in sample.param_names
+        ]
+
+    def run_variant(
+        self,
+        sizes: dict[str, int],
+        shapes: dict[str, list[int | str]],
+        examples: dict[str, int],
+        seed: int,
+    ) -> tuple[torch.fx.Graph, list[TensorMeta], dict[str, Any], int]:
+        """Lockstep run for new symbol values: the rewritten graph, metadata, node shapes, rewrites."""
+        scale = {examples[s]: v for s, v in sizes.items()}
+        if len(scale) != len(sizes):
+            raise GeneralizeError(
+                f"symbols {sorted(sizes)} share an example value; scale one at a time"
+            )
+        graph, _ = copy_parent_graph(self.parent)
+        metas = self.variant_metas(sizes, shapes, examples)
+        inputs = self.replay(metas, seed)
+        node_shapes, rewritten, _ = run_graph(
+            graph, inputs, old_shapes=self.old_shapes, scale=scale
+        )
+        return graph, metas, node_shapes, rewritten
+
+
+def _to(value: Any, device: str) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _probe_symbols(
+    ctx: _ShapeContext, seed: int
+) -> tuple[dict[str, int], dict[str, list[int | str]]]:
+    """No declared symbols: try dim 0 of the user inputs as a batch dimension."""
+    names = _user_inputs(ctx.parent)
+    metas = ctx.parent.sample.metas
+    dims = {metas[n].shape[0] for n in names}
+    if len(dims) != 1:
+        return {}, {}
+    batch = dims.pop()
+    if batch < 1:
+        return {}, {}
+    shapes: dict[str, list[int | str]] = {n: ["S0", *metas[n].shape[1:]] for n in names}
+    try:
+        ctx.run_variant({"S0": batch * 2}, shapes, {"S0": batch}, seed)
+    except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
+        log.info("probing dim 0 of %s as a batch dimension failed: %s", ctx.parent.path, exc)
+        return {}, {}
+    return {"S0": batch}, shapes
+
+
+def infer_symbolic_dims(parent: ParentGraph, seed: int = 0) -> dict[str, list[int | str]]:
+    """Symbolic shape of every tensor node (by name), from one scaled run per declared symbol.
+
+    A dimension that grows in proportion to a symbol is written ``c*S`` (products for
+    several symbols); one that does not change stays an int; one that changes out of
+    proportion stays an int too (logged). Nodes of runs that fail keep int shapes.
+    """
+    examples, shapes = _declared_shapes(parent)
+    if not examples:
+        return {}
+    ctx = _ShapeContext(parent)
+    factors: dict[str, dict[str, list[int]]] = {}
+    for sym, value in examples.items():
+        try:
+            _, _, node_shapes, _ = ctx.run_variant({sym: value * 2}, shapes, examples, seed)
+        except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
+            log.info("no symbolic dims for %s in %s: %s", sym, parent.path, exc)
+            continue
+        factors[sym] = {
+            k: v
+            for k, v in node_shapes.items()
+            if isinstance(v, list) and all(isinstance(d, int) for d in v)
+        }
+    out: dict[str, list[int | str]] = {}
+    for name, old in ctx.old_shapes.items():
+        if not (isinstance(old, list) and all(isinstance(d, int) for d in old)):
+            continue
+        dims: list[int | str] = []
+        for k, d in enumerate(old):
+            syms = []
+            for sym, table in factors.items():
+                new = table.get(name)
+                if new is None or len(new) != len(old) or new[k] == d:
+                    continue
+                syms.append(sym if new[k] == 2 * d else None)
+            if not syms or None in syms:
+                dims.append(d)
+                continue
+            coeff = sympy.Rational(d, math.prod(examples[s] for s in syms))
+            dims.append(str(coeff * sympy.Mul(*[sympy.Symbol(s) for s in syms])))
+        out[name] = dims
+    return out
+
+
+def plan_variants(
+    symbols: dict[str, int],
+    dtypes: Sequence[str],
+    shape_factors: Sequence[int],
+    *,
+    cross: bool = True,
+) -> list[Variant]:
+    """Variants to try: each dtype at the original shape, each symbol scaled by each factor
+    (float32), and — with ``cross`` — every dtype at every scaled shape."""
+    targets = []
+    for d in dtypes:
+        if d not in DTYPE_NAMES:
+            raise ValueError(f"unknown dtype {d!r}; use one of {sorted(DTYPE_NAMES)}")
+        targets.append(DTYPE_NAMES[d])
+    shapes: list[tuple[tuple[str, int], ...]] = [
+        ((sym, value * f),)
+        for sym, value in sorted(symbols.items())
+        for f in shape_factors
+        if f != 1
+    ]
+    out = [Variant(t) for t in targets if t is not torch.float32]
+    for sizes in shapes:
+        out.append(Variant(None, sizes))
+        if cross:
+            out += [Variant(t, sizes) for t in targets if t is not torch.float32]
+    return out
+
+
+# --- the sample-level entry point -----------------------------------------------------------------
+
+
+def _check_runs(path: Path, device: str, seed: int) -> None:
+    sample = load_sample(path)
+    module = sample.build_module(device)
+    with torch.no_grad():
+        outputs = module(*sample.replay_inputs(device, seed))
+    flat = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    for i, out in enumerate(flat):
+        if isinstance(out, torch.Tensor) and (out.is_floating_point() or out.is_complex()):
+            if not bool(torch.isfinite(out).all()):
+                raise GeneralizeError(f"output {i} has non-finite values")
+
+
+def generalize_sample(
+    sample: str | Path,
+    out_dir: str | Path,
+    *,
+    dtypes: Sequence[str] = ("float16", "bfloat16"),
+    shape_factors: Sequence[int] = (2, 4),
+    cross: bool = True,
+    device: str = "cpu",
+    seed: int = 0,
+) -> GeneralizeResult:
+    """Write validated dtype and shape variants of one sample under ``out_dir/<variant>/``.
+
+    Never raises for a bad sample: the result's status is ``error`` with an
+    :class:`~passnet.evaluate.ErrorInfo`, and each failing variant is a
+    ``failed`` :class:`VariantRecord` saying why.
+    """
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    result = GeneralizeResult(sample=str(sample), graph_hash="", status="ok")
+    try:
+        parent = trace_parent(sample, device, seed)
+        result.graph_hash = parent.sample.graph_hash
+        examples, shapes = _declared_shapes(parent)
+        ctx = _ShapeContext(parent)
+        if not examples:
+            examples, shapes = _probe_symbols(ctx, seed)
+            result.probed = bool(examples)
+        result.symbols = dict(examples)
+        protected = _protected_params(parent)
+        for variant in plan_variants(examples, dtypes, shape_factors, cross=cross):
+            result.variants.append(
+                _write_variant(
+                    parent, ctx, variant, examples, shapes, protected, out_dir, device, seed
+                )
+            )
+    except PassnetError as exc:
+        result.status = "error"
+        result.error = ErrorInfo(type(exc).__name__, exc.message, "generalize", exc.context)
+    except Exception as exc:  # noqa: BLE001 - one bad sample must not stop a batch
+        result.status = "error"
+        result.error = ErrorInfo(
+            type(exc).__name__,
+            str(exc),
+            "generalize",
+            {"sample": str(sample)},
+            traceback.format_exc(),
+        )
+    result.elapsed_s = time.perf_counter() - t0
+    return result
+
+
+def _write_variant(
+    parent: ParentGraph,
+    ctx: _ShapeContext,
+    variant: Variant,
+    examples: dict[str, int],
+    shapes: dict[str, list[int | str]],
+    protected: set[str],
+    out_dir: Path,
+    device: str,
+    seed: int,
+) -> VariantRecord:
+    sizes = dict(variant.sizes)
+    record = VariantRecord(
+        variant.name,
+        str(variant.dtype or torch.float32).removeprefix("torch."),
+        sizes,
+        VariantStatus.FAILED,
+    )
+    path = out_dir / variant.name
+    try:
+        if sizes:
+            graph, metas, _, record.rewrites = ctx.run_variant(sizes, shapes, examples, seed)
+        else:
+            graph, _ = copy_parent_graph(parent)
+            metas = [
+                copy.deepcopy(m) for m in parent.sample.weight_metas + parent.sample.input_metas
+            ]
+        if variant.dtype is not None:
+            record.rewrites += _apply_dtype(graph, variant.dtype)
+            metas = [
+                _meta_with_dtype(m, variant.dtype)
+                if m.dtype == torch.float32 and m.name not in protected
+                else m
+                for m in metas
+            ]
+        sample = parent.sample
+        names = sample.param_names
+        annotations = [dict(sample.params)[n] or "torch.Tensor" for n in names]
+        source = render_model_source(graph, names, annotations)
+        n_weight = len(sample.weight_metas)
+        constraints = _variant_constraints(sample.constraints, shapes, examples, sizes)
+        graph_net = dict(sample.graph_net)
+        graph_net["generalization"] = {
+            "parent": str(sample.path),
+            "parent_graph_hash": sample.graph_hash,
+            "dtype": record.dtype,
+            "sizes": sizes,
+            "protected_float32": sorted(protected) if variant.dtype is not None else [],
+        }
+        if path.exists():
+            shutil.rmtree(path)
+        record.graph_hash = canonical_hash(source, metas)
+        write_sample(
+            path,
+            source,
+            metas[:n_weight],
+            input_metas=metas[n_weight:],
+            constraints=constraints,
+            graph_net=graph_net,
+            graph_hash=record.graph_hash,
+        )
+        _check_runs(path, device, seed)
+    except PassnetError as exc:
+        record.reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a variant that breaks is reported, not raised
+        record.reason = f"{type(exc).__name__}: {exc}"
+    else:
+        record.status = VariantStatus.WRITTEN
+        record.path = str(path)
+        return record
+    if path.exists():
+        shutil.rmtree(path)
+    log.info("variant %s of %s failed: %s", variant.name, parent.path, record.reason)
+    return record
+
+
+def _variant_constraints(
+    original: Constraints | None,
+    shapes: dict[str, list[int | str]],
+    examples: dict[str, int],
+    sizes: dict[str, int],
+) -> Constraints:
+    values = {**examples, **sizes}
+    if original is not None and original.symbols:
+        c = copy.deepcopy(original)
+        c.example_values = {s: values.get(s, v) for s, v in c.example_values.items()}
+        return c
+    symbols = sorted(examples)
+    return Constraints(
+        symbols=symbols, example_values={s: values[s] for s in symbols}, input_shapes=dict(shapes)
+    )
+
+
+MANIFEST = "generalize.jsonl"
+
+
+def read_generalize_manifest(path: str | Path) -> list[GeneralizeResult]:
+    """Read a ``generalize.jsonl`` (bad lines are skipped and logged)."""
+    out = []
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            if d.get("schema_version", 1) > SCHEMA_VERSION:
+                raise ValueError(f"schema {d['schema_version']} is newer than {SCHEMA_VERSION}")
+            d["variants"] = [
+                VariantRecord(**{**v, "status": VariantStatus(v["status"])}) for v in d["variants"]
+            ]
+            d["error"] = ErrorInfo(**d["error"]) if d.get("error") else None
+            out.append(GeneralizeResult(**d))
+        except (json.JSONDecodeError, TypeError, ValueError, KeyError) as exc:
+            log.warning("%s:%d: unreadable generalize record: %s", path, lineno, exc)
+    return out
+
+
+def generalize_samples(
+    paths: Iterable[str | Path],
+    out_dir: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = False,
+    **options: Any,
+) -> list[GeneralizeResult]:
+    """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
+    ``out_dir/generalize.jsonl`` as each sample finishes, and with ``resume`` a
+    sample recorded there (same path and hash) is not done again."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    samples = find_samples(paths)
+    manifest = out / MANIFEST
+    done = (
+        {r.sample: r for r in read_generalize_manifest(manifest)}
+        if resume and manifest.is_file()
+        else {}
+    )
+    results = []
+    columns = (
+        TextColumn("generalize {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with (
+        Progress(*columns, transient=True, disable=not progress) as bar,
+        manifest.open("a") as sink,
+    ):
+        task = bar.add_task("", total=len(samples))
+        for path, name in zip(samples, sample_names(samples), strict=True):
+            bar.update(task, description=name)
+            previous = done.get(str(path))
+            if (
+                previous is not None
+                and previous.status == "ok"
+                and previous.graph_hash == load_sample(path).graph_hash
+            ):
+                results.append(previous)
+            else:
+                result = generalize_sample(path, out / name, **options)
+                sink.write(json.dumps(result.to_dict(), sort_keys=True) + "\n")
+                sink.flush()
+                results.append(result)
+            bar.advance(task)
+    return results

@@ -1,0 +1,181 @@
+"""Lockstep runs: a parent and its subgraphs side by side, to check that subgraphs are faithful.
+
+:func:`run_lockstep` runs the parent unit by unit and, where a range ends, runs
+that range's rendered ``model.py`` — either on clones of the parent's values at
+the cut (validation: each subgraph must reproduce the parent's values, and the
+metadata of its new inputs is taken there) or on the outputs of the previous
+subgraphs (composition: a chain of subgraphs covering the graph must reproduce
+the parent's outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from passnet.dataset._subgraph import (
+    NodeRunner,
+    OpRange,
+    ParentGraph,
+    Subgraph,
+    tensor_meta_from_value,
+)
+from passnet.sample import TensorMeta
+from passnet.sample._model import compile_model_source
+
+__all__ = ["RangeCheck", "load_module", "run_lockstep"]
+
+
+def load_module(source: str, device: str, filename: str = "model.py") -> torch.nn.Module:
+    """Instantiate the ``GraphModule`` of a rendered source on ``device``."""
+    return compile_model_source(source, device, filename)().eval()
+
+
+@dataclass
+class RangeCheck:
+    """How one range's subgraph compared with the parent."""
+
+    range: OpRange
+    ok: bool
+    reason: str = ""
+    input_metas: dict[str, TensorMeta] = field(default_factory=dict, repr=False)
+    """Metadata of the range's intermediate inputs, taken from the parent's values when the range starts."""
+    outputs_finite: bool = True
+    subgraph: Subgraph | None = field(default=None, repr=False)
+
+
+def _same(a: Any, b: Any) -> tuple[bool, str]:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape:
+            return False, f"shape {list(a.shape)} != {list(b.shape)}"
+        if a.dtype != b.dtype:
+            return False, f"dtype {a.dtype} != {b.dtype}"
+        if torch.equal(a, b):
+            return True, ""
+        if a.dtype.is_floating_point or a.dtype.is_complex:
+            if torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True):
+                return True, ""
+            diff = (a.to(torch.float64) - b.to(torch.float64)).abs()
+            diff = diff[torch.isfinite(diff)]
+            return False, f"max diff {float(diff.max()) if diff.numel() else float('nan'):.3g}"
+        return (bool(torch.equal(a, b)), "" if torch.equal(a, b) else "values differ")
+    return (a == b, "" if a == b else f"{a!r} != {b!r}")
+
+
+def _clone(v: Any) -> Any:
+    return v.clone() if isinstance(v, torch.Tensor) else v
+
+
+def run_lockstep(
+    parent: ParentGraph,
+    subgraphs: Sequence[Subgraph],
+    *,
+    feed_forward: bool,
+    collect_metas: bool = False,
+    inputs: Sequence[Any] | None = None,
+    module_factory: Callable[[Subgraph], Callable[..., Any]] | None = None,
+) -> tuple[list[RangeCheck], tuple[bool, str]]:
+    """Run the parent unit by unit and each subgraph at its range; compare.
+
+    ``feed_forward=False``: each subgraph gets clones of the parent's values at its
+    cut and must reproduce the parent's values of its outputs (ranges may leave gaps).
+    ``feed_forward=True``: the subgraphs form a chain — each gets the outputs of the
+    earlier subgraphs (the ranges must cover every unit) — and the chain's values
+    of the parent's outputs must equal the parent's. ``collect_metas`` records the
+    metadata of each range's intermediate inputs and whether its outputs are
+    finite. Returns the per-range checks and
+    ``(composition_ok, reason)`` (always ``(True, "")`` when not feeding forward).
+    """
+    ordered = sorted(subgraphs, key=lambda s: s.range)
+    if feed_forward:
+        covered = [u for s in ordered for u in range(s.range.start, s.range.stop)]
+        if covered != list(range(len(parent.units))):
+            raise ValueError(
+                "feed_forward needs ranges that cover every unit exactly once, in order"
+            )
+    make = module_factory or (
+        lambda s: load_module(s.model_source, parent.device, f"<subgraph {s.range}>")
+    )
+    values = list(inputs) if inputs is not None else parent.replay_inputs()
+    runner = NodeRunner(parent.gm, parent.placeholders, [_clone(v) for v in values])
+    chain: dict[torch.fx.Node, Any] = dict(
+        zip(parent.placeholders, [_clone(v) for v in values], strict=True)
+    )
+    checks: list[RangeCheck] = []
+    starts: dict[int, list[Subgraph]] = {}
+    for s in ordered:
+        starts.setdefault(s.range.start, []).append(s)
+    by_stop: dict[int, list[tuple[Subgraph, dict[torch.fx.Node, Any], RangeCheck]]] = {}
+    with torch.no_grad():
+        for unit in parent.units:
+            for sub in starts.get(unit.index, ()):
+                check = RangeCheck(sub.range, ok=True)
+                fed: dict[torch.fx.Node, Any] = {}
+                for a in sub.inputs:
+                    if a.op == "get_attr":
+                        fed[a] = runner.ensure(a)
+                    elif feed_forward and a in chain:
+                        fed[a] = chain[a]
+                    else:
+                        fed[a] = _clone(runner.ensure(a))
+                    current = runner.env.get(a)
+                    if (
+                        collect_metas
+                        and a.op != "placeholder"
+                        and isinstance(current, torch.Tensor)
+                    ):
+                        name = sub.input_names[sub.inputs.index(a)]
+                        check.input_metas[name] = tensor_meta_from_value(
+                            name, current, parent.meta_device
+                        )
+                by_stop.setdefault(sub.range.stop, []).append((sub, fed, check))
+            for n in unit.nodes:
+                runner.ensure(n)
+            for sub, fed, check in by_stop.pop(unit.index + 1, []):
+                check.subgraph = sub
+                checks.append(check)
+                try:
+                    module = make(sub)
+                    got = module(*[fed[a] for a in sub.inputs])
+                except Exception as exc:  # noqa: BLE001 - a subgraph that fails is reported, not raised
+                    check.ok, check.reason = False, f"subgraph fails: {type(exc).__name__}: {exc}"
+                    continue
+                if not isinstance(got, tuple) or len(got) != len(sub.outputs):
+                    check.ok, check.reason = (
+                        False,
+                        f"expected a tuple of {len(sub.outputs)} outputs",
+                    )
+                    continue
+                for node, value in zip(sub.outputs, got, strict=True):
+                    same, why = _same(value, runner.env[node])
+                    if not same and check.ok:
+                        check.ok, check.reason = False, f"output {node.name}: {why}"
+                    if (
+                        collect_metas
+                        and isinstance(value, torch.Tensor)
+                        and value.is_floating_point()
+                    ):
+                        check.outputs_finite &= bool(torch.isfinite(value).all())
+                    if feed_forward:
+                        chain[node] = value
+        if not feed_forward:
+            return checks, (True, "")
+        failed = next((c for c in checks if not c.ok), None)
+        if failed is not None:
+            return checks, (False, f"range {failed.range} breaks the chain: {failed.reason}")
+        output_node = next(n for n in parent.gm.graph.nodes if n.op == "output")
+        expected = runner.interp.fetch_args_kwargs_from_env(output_node)[0][0]
+        chained = torch.fx.node.map_arg(
+            output_node.args[0], lambda n: chain[n] if n in chain else runner.env[n]
+        )
+    exp_flat = expected if isinstance(expected, (tuple, list)) else (expected,)
+    got_flat = chained if isinstance(chained, (tuple, list)) else (chained,)
+    for i, (e, g) in enumerate(zip(exp_flat, got_flat, strict=True)):
+        same, why = _same(g, e)
+        if not same:
+            return checks, (False, f"parent output {i}: {why}")
+    return checks, (True, "")

@@ -1,0 +1,194 @@
+"""Generalization: dtype and shape variants, literal rewriting, validation by running."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from passnet.dataset._decompose import decompose_sample
+from passnet.dataset._generalize import (
+    Variant,
+    VariantStatus,
+    generalize_sample,
+    generalize_samples,
+    infer_symbolic_dims,
+    plan_variants,
+)
+from passnet.dataset._shapes import GeneralizeError, _new_expand_sizes, _new_index, _new_view_sizes
+from passnet.dataset._subgraph import trace_parent
+from passnet.sample import TensorMeta, load_sample, write_sample
+from tests.conftest import BERT, DEV
+
+BASELINE3D = DEV / "mmpose" / "SimpleBaseline3D"
+VIT = DEV / "transformers-auto-model" / "nateraw_tiny-vit-random"
+
+
+def written(result) -> dict[str, Path]:
+    return {v.name: Path(v.path) for v in result.variants if v.status is VariantStatus.WRITTEN}
+
+
+def run(path: Path) -> tuple[torch.Tensor, ...]:
+    sample = load_sample(path)
+    with torch.no_grad():
+        return sample.build_module("cpu")(*sample.replay_inputs("cpu", seed=3))
+
+
+def test_view_sizes_follow_the_dimension_that_changed() -> None:
+    scale = {1: 2, 11: 22}
+    assert _new_view_sizes([1, -1, 2, 64], [1, 11, 128], [2, 11, 128], scale) == [2, -1, 2, 64]
+    assert _new_view_sizes([11, 128], [1, 11, 128], [1, 22, 128], scale) == [22, 128]
+    assert _new_view_sizes([1, 11, 2, 64], [1, 11, 128], [1, 22, 128], scale) == [1, 22, 2, 64]
+    with pytest.raises(GeneralizeError, match="which of the sizes"):
+        _new_view_sizes([4, 4], [16], [64], {})
+
+
+def test_expand_and_slices_follow_their_input() -> None:
+    assert _new_expand_sizes([1, 1, 11, 11], [1, 1, 1, 11], [2, 1, 1, 22], {1: 2, 11: 22}) == [
+        2,
+        1,
+        22,
+        22,
+    ]
+    assert _new_expand_sizes([1, 1, 11, 11], [1, 1, 1, 11], [1, 1, 1, 22], {11: 22}) == [
+        1,
+        1,
+        22,
+        22,
+    ]
+    index = (slice(None, None, None), slice(0, 11, None))
+    assert _new_index(index, [1, 512], [1, 512], {11: 22}) == (slice(None), slice(0, 22))
+    assert _new_index((slice(0, 7),), [7, 3], [14, 3], {}) == (slice(0, 14),)
+
+
+def test_plan_crosses_dtypes_with_scaled_symbols() -> None:
+    plan = plan_variants({"S0": 1, "S1": 11}, ["float16", "bfloat16"], [2])
+    names = [v.name for v in plan]
+    assert names == [
+        "float16",
+        "bfloat16",
+        "float32_S0-2",
+        "float16_S0-2",
+        "bfloat16_S0-2",
+        "float32_S1-22",
+        "float16_S1-22",
+        "bfloat16_S1-22",
+    ]
+    assert Variant(torch.float16, (("S1", 22),)).name == "float16_S1-22"
+    with pytest.raises(ValueError, match="unknown dtype"):
+        plan_variants({}, ["int8"], [])
+
+
+def test_bert_dtype_and_shape_variants_run_with_rewritten_literals(tmp_path: Path) -> None:
+    result = generalize_sample(BERT, tmp_path, shape_factors=[2], cross=False)
+    assert result.status == "ok" and result.symbols == {"S0": 1, "S1": 11}
+    paths = written(result)
+    assert set(paths) == {"float16", "bfloat16", "float32_S0-2", "float32_S1-22"}
+    half = paths["float16"] / "model.py"
+    source = half.read_text()
+    assert (
+        "torch.float32" not in source and "-65504.0" in source
+    )  # finfo(float32).min follows the dtype
+    metas = load_sample(paths["float16"]).metas
+    assert metas["L_input_ids_"].dtype == torch.int64  # integer tensors keep their dtype
+    assert metas["L_self_modules_pooler_modules_dense_parameters_weight_"].dtype == torch.float16
+    longer = (paths["float32_S1-22"] / "model.py").read_text()
+    assert "expand(1, 1, 22, 22)" in longer and "slice(0, 22, None)" in longer
+    assert load_sample(paths["float32_S1-22"]).metas["L_input_ids_"].shape == [1, 22]
+    for path in paths.values():
+        outputs = run(path)
+        assert all(torch.isfinite(o).all() for o in outputs if o.is_floating_point())
+    assert run(paths["float32_S0-2"])[0].shape[0] == 2
+    gn = load_sample(paths["bfloat16"]).graph_net["generalization"]
+    assert gn["dtype"] == "bfloat16" and gn["parent"] == str(BERT)
+
+
+def test_batch_norm_statistics_stay_float32(tmp_path: Path) -> None:
+    result = generalize_sample(BASELINE3D, tmp_path, dtypes=["float16"], shape_factors=[])
+    metas = load_sample(written(result)["float16"]).metas
+    stats = [m for n, m in metas.items() if "running_mean" in n or "running_var" in n]
+    assert stats and all(m.dtype == torch.float32 for m in stats)
+    convs = [m for n, m in metas.items() if n.endswith("conv_parameters_weight_")]
+    assert convs and all(m.dtype == torch.float16 for m in convs)
+
+
+def test_a_variant_that_cannot_be_made_consistent_fails_with_the_node(tmp_path: Path) -> None:
+    result = generalize_sample(VIT, tmp_path, dtypes=[], shape_factors=[2])
+    (variant,) = result.variants
+    assert variant.status is VariantStatus.FAILED and variant.name == "float32_S0-448"
+    assert (
+        "node=add" in variant.reason and "785" in variant.reason
+    )  # patches vs fixed position table
+    assert not (tmp_path / variant.name).exists()
+
+
+TOY = textwrap.dedent(
+    """\
+    import torch
+
+
+    class GraphModule(torch.nn.Module):
+        def forward(self, L_x_: torch.Tensor, L_self_modules_fc_parameters_weight_: torch.nn.parameter.Parameter):
+            h = torch.nn.functional.linear(L_x_, L_self_modules_fc_parameters_weight_)
+            h = h.view(6, 2, 2)
+            return (h.sum(1),)
+    """
+)
+
+
+def test_undeclared_batch_dimension_is_found_by_probing(tmp_path: Path) -> None:
+    sample = write_sample(
+        tmp_path / "toy",
+        TOY,
+        [
+            TensorMeta("L_x_", [6, 5], torch.float32, mean=0.0, std=1.0),
+            TensorMeta(
+                "L_self_modules_fc_parameters_weight_", [4, 5], torch.float32, mean=0.0, std=0.5
+            ),
+        ],
+    )
+    result = generalize_sample(sample, tmp_path / "out", dtypes=[], shape_factors=[2])
+    assert result.probed and result.symbols == {"S0": 6}
+    (path,) = written(result).values()
+    assert "view(12, 2, 2)" in (path / "model.py").read_text()
+    assert run(path)[0].shape == (12, 2)
+    assert "S0" in (path / "input_tensor_constraints.py").read_text()
+
+
+def test_a_broken_sample_is_an_error_result(tmp_path: Path) -> None:
+    bad = write_sample(tmp_path / "bad", "import torch\n", [TensorMeta("L_x_", [2], torch.float32)])
+    result = generalize_sample(bad, tmp_path / "out")
+    assert result.status == "error" and result.error is not None and result.variants == []
+
+
+def test_symbolic_dims_of_intermediates_follow_the_declared_symbols() -> None:
+    dims = infer_symbolic_dims(trace_parent(BERT))
+    assert dims["expand"] == ["S0", 1, "S1", "S1"]
+    assert dims["linear"] == ["S0", "S1", 128]
+    assert dims["transpose"] == ["S0", 2, "S1", 64]
+
+
+def test_decomposed_subgraphs_generalize_through_their_constraints(tmp_path: Path) -> None:
+    decompose_sample(BERT, tmp_path / "sub", ["fusible"])
+    mask = tmp_path / "sub" / BERT.name / "fusible" / "0010-0015"
+    results = generalize_samples([mask], tmp_path / "var", dtypes=["float16"], shape_factors=[2])
+    paths = written(results[0])
+    assert {"float16", "float32_S1-22", "float16_S1-22"} <= set(paths)
+    assert run(paths["float16_S1-22"])[0].shape == (1, 1, 22, 22)
+    again = generalize_samples([mask], tmp_path / "var", dtypes=["float16"], shape_factors=[2])
+    assert again[0].to_dict() == results[0].to_dict()  # resumed from generalize.jsonl
+
+
+def test_cli_generalize_lists_failed_variants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from passnet.cli import main
+
+    assert (
+        main(["generalize", str(VIT), "--out", str(tmp_path), "--dtypes", "--shape-factors", "2"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "variant failed" in out and "float32_S0-448" in out
