@@ -92,4 +92,6 @@ def test_cli_doc_is_up_to_date() -> None:
     spec = importlib.util.spec_from_file_location("gen_cli_doc", root / "tools" / "gen_cli_doc.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert (root / "docs" / "cli.md").read_text() == mod.render(), "run: python tools/gen_cli_doc.py"
+    assert (root / "docs" / "cli.md").read_text() == mod.render(), (
+        "run: python tools/gen_cli_doc.py"
+    )

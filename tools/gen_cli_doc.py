@@ -17,7 +17,9 @@ HEADER = """# Command line
 
 def _fixed_width(parser: argparse.ArgumentParser) -> None:
     # Same text whatever the terminal width of whoever regenerates or tests it.
-    parser.formatter_class = functools.partial(parser.formatter_class, width=100, max_help_position=32)
+    parser.formatter_class = functools.partial(
+        parser.formatter_class, width=100, max_help_position=32
+    )
 
 
 def _sections(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
@@ -37,7 +39,13 @@ def render() -> str:
     parser = build_parser()
     parser.prog = "passnet"
     _fixed_width(parser)
-    return HEADER + "\n```\n" + parser.format_help().rstrip() + "\n```\n\n" + "\n".join(_sections(parser, "passnet"))
+    return (
+        HEADER
+        + "\n```\n"
+        + parser.format_help().rstrip()
+        + "\n```\n\n"
+        + "\n".join(_sections(parser, "passnet"))
+    )
 
 
 if __name__ == "__main__":

@@ -106,7 +106,11 @@ def _eval_targets(
     """Each task folder is its own run (its pass_dir feeds pass compilers); plain paths form one run."""
     from passnet.passes import load_task
 
-    tasks = [p for p in paths if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()]
+    tasks = [
+        p
+        for p in paths
+        if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()
+    ]
     plain = [p for p in paths if p not in tasks]
     several = len(tasks) + bool(plain) > 1
     runs = []
@@ -115,7 +119,11 @@ def _eval_targets(
         task_cfg = dict(config)
         if compiler.startswith("pass_mgr"):
             task_cfg = {**task.compiler_config(), **config}
-        out_dir = Path(out) / task.path.name if out and several else Path(out or task.path / "passnet-out")
+        out_dir = (
+            Path(out) / task.path.name
+            if out and several
+            else Path(out or task.path / "passnet-out")
+        )
         runs.append(([t], task_cfg, out_dir, task.path))
     if plain:
         runs.append((plain, config, Path(out or "passnet-out"), None))

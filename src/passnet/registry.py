@@ -11,8 +11,8 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from passnet.errors import RegistryError
@@ -78,7 +78,9 @@ class Registry(Generic[T]):
         try:
             if target.endswith(".py"):
                 path = Path(target)
-                mod_spec = importlib.util.spec_from_file_location(f"passnet_plugin_{path.stem}", path)
+                mod_spec = importlib.util.spec_from_file_location(
+                    f"passnet_plugin_{path.stem}", path
+                )
                 if mod_spec is None or mod_spec.loader is None or not path.is_file():
                     raise RegistryError(f"{self.kind} file not found: {target}")
                 module = importlib.util.module_from_spec(mod_spec)
@@ -89,7 +91,9 @@ class Registry(Generic[T]):
         except RegistryError:
             raise
         except Exception as exc:  # noqa: BLE001 - any import failure of a plugin is a registry error
-            raise RegistryError(f"cannot load {self.kind} {spec!r}: {type(exc).__name__}: {exc}") from exc
+            raise RegistryError(
+                f"cannot load {self.kind} {spec!r}: {type(exc).__name__}: {exc}"
+            ) from exc
         if not (isinstance(obj, type) and issubclass(obj, self.base)):
             raise RegistryError(f"{self.kind} {spec!r} is not a {self.base.__name__} subclass")
         return obj

@@ -654,7 +654,11 @@ def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> Validat
     outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s)
     if outcome.result is not None:
         return ValidationReport.from_dict(outcome.result)
-    how = "timed out" if outcome.timed_out else f"died ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
+    how = (
+        "timed out"
+        if outcome.timed_out
+        else f"died ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
+    )
     checks = _Checks()
     checks.fail(Constraint.RUNNABLE, f"validation process {how} while checking the sample")
     for c in Constraint:
@@ -684,7 +688,11 @@ def validate_samples(
         if str(path) in skip:
             continue
         try:
-            report = _validate_isolated(path, seed, timeout_s) if isolated else validate_sample(path, seed=seed)
+            report = (
+                _validate_isolated(path, seed, timeout_s)
+                if isolated
+                else validate_sample(path, seed=seed)
+            )
         except Exception as exc:  # noqa: BLE001 - a validator bug on one sample must not end the batch
             log.exception("validator failed on %s", path)
             checks = _Checks()

@@ -50,7 +50,9 @@ class SampleTracer(torch.fx.Tracer):
             return super().trace(root, concrete_args)
 
 
-def trace_module(module: torch.nn.Module, tracer: SampleTracer | None = None) -> torch.fx.GraphModule:
+def trace_module(
+    module: torch.nn.Module, tracer: SampleTracer | None = None
+) -> torch.fx.GraphModule:
     """A fresh FX ``GraphModule`` of ``module`` traced with ``tracer`` (default: :class:`SampleTracer`)."""
     tracer = tracer or SampleTracer()
     graph = tracer.trace(module)
