@@ -12,6 +12,7 @@ from passnet.evaluate._record import (
     Timing,
     TimingStats,
     config_hash,
+    read_records,
     record_from_dict,
     record_from_json,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "Timing",
     "TimingStats",
     "config_hash",
+    "read_records",
     "record_from_dict",
     "record_from_json",
 ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from passnet.errors import InputFormatError
@@ -29,7 +31,10 @@ __all__ = [
     "config_hash",
     "record_from_dict",
     "record_from_json",
+    "read_records",
 ]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -233,3 +238,38 @@ def record_from_json(line: str) -> EvalRecord:
     if not isinstance(d, dict):
         raise InputFormatError("a record must be a JSON object")
     return record_from_dict(d)
+
+
+def read_records(path: str | Path) -> list[EvalRecord]:
+    """Records of a JSON Lines file, in file order of their last occurrence.
+
+    A record whose key appears again (a resumed or repeated evaluation) is replaced
+    by the later one. A final line without a newline that does not parse is a write
+    torn by a kill: it is skipped with a warning. Any other bad line is an
+    :class:`InputFormatError` naming the file and line.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputFormatError(f"cannot read records: {exc.strerror}", file=path) from exc
+    lines = text.splitlines()
+    torn_tail = bool(text) and not text.endswith("\n")
+    by_key: dict[tuple[str, ...], EvalRecord] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = record_from_json(line)
+        except InputFormatError as exc:
+            if torn_tail and number == len(lines):
+                log.warning("%s: skipping torn last line %d (%s)", path, number, exc.message)
+                continue
+            raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
+        if record.key in by_key:
+            log.warning(
+                "%s:%d: repeated record for %s replaces the earlier one", path, number, record.graph
+            )
+            del by_key[record.key]
+        by_key[record.key] = record
+    return list(by_key.values())

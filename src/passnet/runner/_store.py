@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from passnet.errors import InputFormatError, StoreError
-from passnet.evaluate import EvalRecord, record_from_json
+from passnet.errors import StoreError
+from passnet.evaluate import EvalRecord, read_records
 
 __all__ = ["ResultStore", "read_records"]
 
@@ -41,23 +41,6 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (graph, graph_hash, compiler, config_hash, device)
 );
 """
-
-
-def read_records(path: Path) -> list[EvalRecord]:
-    """Records of a JSON Lines file; a torn final line is skipped, any other bad line is an error."""
-    lines = path.read_text().splitlines()
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(record_from_json(line))
-        except InputFormatError as exc:
-            if i == len(lines):
-                log.warning("%s: dropping torn last line %d (%s)", path, i, exc.message)
-                continue
-            raise InputFormatError(exc.message, file=path, line=i) from exc
-    return out
 
 
 class ResultStore:

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from passnet.errors import InputFormatError
-from passnet.evaluate._record import EvalRecord, record_from_json
+from passnet.evaluate._record import EvalRecord, read_records
 from passnet.score._logparse import parse_log
 from passnet.score._result import ScoreReport
 
@@ -32,31 +32,8 @@ _LOG_SUFFIXES = (".log", ".txt")
 
 
 def read_jsonl(path: str | Path) -> list[EvalRecord]:
-    """Records of a JSON Lines file; blank lines are skipped.
-
-    A record that appears again (same graph, hash, compiler, config hash,
-    device: a resumed or repeated evaluation) replaces the earlier one.
-    """
-    path = Path(path)
-    by_key: dict[tuple[str, ...], EvalRecord] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputFormatError(f"cannot read records: {exc.strerror}", file=path) from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = record_from_json(line)
-        except InputFormatError as exc:
-            raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
-        if record.key in by_key:
-            log.warning(
-                "%s:%d: repeated record for %s replaces the earlier one", path, number, record.graph
-            )
-            del by_key[record.key]
-        by_key[record.key] = record
-    return list(by_key.values())
+    """Records of a JSON Lines file (see :func:`passnet.evaluate.read_records`)."""
+    return read_records(path)
 
 
 def _looks_like_jsonl(path: Path) -> bool:
