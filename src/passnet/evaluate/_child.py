@@ -153,9 +153,7 @@ def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
         return Status.SAMPLE_ERROR
     if stage == "compile":
         return Status.COMPILE_ERROR
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
-        return Status.RUNTIME_ERROR
-    return Status.RUNTIME_ERROR
+    return Status.RUNTIME_ERROR  # CUDA errors and OOM during a compiled call included
 
 
 def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
