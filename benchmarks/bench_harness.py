@@ -13,6 +13,11 @@ separate invocations that each stay under a time limit:
     PYTHONPATH=src python3 benchmarks/bench_harness.py --phase aa   --device cuda
     PYTHONPATH=src python3 benchmarks/bench_harness.py --phase report
 
+``--phase cache`` is a diagnostic of Inductor's caches: for a few graphs it times
+the compiled program after a cold compile and after a cache hit, with the
+compiler's ``warm`` option off and on, each in its own process with its own
+``TORCHINDUCTOR_CACHE_DIR``, and prints one table.
+
 ``--phase report`` prints the tables and writes ``harness_report.json`` (and copies
 results to $OUT when that variable is set).
 """
@@ -25,7 +30,9 @@ import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -47,6 +54,67 @@ def run_phase(phase: str, args: argparse.Namespace) -> None:
         device=args.device,
         settings=settings,
         out_dir=Path(args.work) / phase,
+        jobs=1,
+        console=Console(stderr=True),
+        echo_logs=False,
+    )
+
+
+CACHE_GRAPHS = (
+    "transformers-auto-model/vuiseng9_tiny-random-SwinModel",
+    "torchvision/mobilenet_v3_small",
+    "torchvision/resnet18",
+)
+# (label, fresh cache dir?, warm option): each row runs in its own process.
+CACHE_MODES = (
+    ("cold", True, False),
+    ("hit", False, False),
+    ("warm-cold", True, True),
+    ("warm-hit", False, True),
+)
+
+
+def run_cache_phase(args: argparse.Namespace) -> None:
+    work = Path(args.work) / "cache"
+    cache_dir = None
+    for label, fresh, warm in CACHE_MODES:
+        if fresh or cache_dir is None:
+            cache_dir = tempfile.mkdtemp(prefix="passnet-inductor-cache-")
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
+        cmd = [sys.executable, __file__, "--phase", "cache-one", "--label", label]
+        cmd += ["--device", args.device, "--samples", args.samples, "--work", args.work]
+        cmd += ["--warmup", str(args.warmup), "--trials", str(args.trials)]
+        cmd += ["--warm" if warm else "--no-warm"]
+        subprocess.run(cmd, env=env, check=True)
+    print(f"{'graph':56s} {'mode':>10s} {'eager ms':>9s} {'compiled ms':>11s} {'speedup':>8s}")
+    for graph in CACHE_GRAPHS:
+        for label, _, _ in CACHE_MODES:
+            recs = _load(work, label)
+            r = next((v for k, v in recs.items() if k.endswith(graph)), None)
+            if r is None or r.compiled is None or r.eager is None:
+                print(f"{graph[-56:]:56s} {label:>10s} {'-':>9s} {'-':>11s} {'-':>8s}")
+                continue
+            print(
+                f"{graph[-56:]:56s} {label:>10s} {r.eager.e2e.median_ms:9.3f} "
+                f"{r.compiled.e2e.median_ms:11.3f} {r.speedup_e2e:8.3f}"
+            )
+    if os.environ.get("OUT"):
+        for label, _, _ in CACHE_MODES:
+            src = work / label / "results.jsonl"
+            if src.exists():
+                shutil.copy(src, Path(os.environ["OUT"]) / f"cache_{label}.jsonl")
+
+
+def run_cache_one(args: argparse.Namespace) -> None:
+    settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    items = plan_items([str(Path(args.samples) / g) for g in CACHE_GRAPHS])
+    run_evaluations(
+        items,
+        compiler="inductor",
+        compiler_config={"warm": args.warm},
+        device=args.device,
+        settings=settings,
+        out_dir=Path(args.work) / "cache" / args.label,
         jobs=1,
         console=Console(stderr=True),
         echo_logs=False,
@@ -163,7 +231,9 @@ def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--phase", required=True, choices=[*PHASES, "report"])
+    p.add_argument("--phase", required=True, choices=[*PHASES, "report", "cache", "cache-one"])
+    p.add_argument("--label", default="cold", help=argparse.SUPPRESS)
+    p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--compiler", default="inductor")
     p.add_argument("--samples", default=str(dev_samples_dir()))
@@ -174,6 +244,12 @@ def main() -> int:
     args = p.parse_args()
     if args.phase == "report":
         return report(args)
+    if args.phase == "cache":
+        run_cache_phase(args)
+        return 0
+    if args.phase == "cache-one":
+        run_cache_one(args)
+        return 0
     run_phase(args.phase, args)
     return 0
 

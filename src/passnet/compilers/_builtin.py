@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,16 @@ import torch
 
 from passnet.compilers._base import Compiler, register_compiler
 
-__all__ = ["CudaGraphs", "Eager", "Inductor", "InductorMaxAutotune", "stop_compile_workers"]
+__all__ = [
+    "CudaGraphs",
+    "Eager",
+    "Inductor",
+    "InductorMaxAutotune",
+    "compile_warm",
+    "stop_compile_workers",
+]
+
+log = logging.getLogger(__name__)
 
 
 @register_compiler("eager")
@@ -22,14 +32,16 @@ class Eager(Compiler):
 
 @register_compiler("inductor")
 class Inductor(Compiler):
-    """``torch.compile`` with its defaults (TorchInductor)."""
+    """``torch.compile`` with its defaults (TorchInductor).
+
+    Config: ``dynamic`` (default False), ``warm`` (default True: see :func:`compile_warm`),
+    any other key is an Inductor option.
+    """
 
     mode: str | None = None
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
-        # A fresh Dynamo state per graph: evaluations never share compiled code.
-        torch._dynamo.reset()
-        options = {k: v for k, v in self.config.items() if k != "dynamic"}
+        options = {k: v for k, v in self.config.items() if k not in ("dynamic", "warm")}
         kwargs: dict[str, Any] = {
             "backend": "inductor",
             "dynamic": self.config.get("dynamic", False),
@@ -38,13 +50,47 @@ class Inductor(Compiler):
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options
+        return compile_warm(module, example_inputs, warm=self.config.get("warm", True), **kwargs)
+
+
+def compile_warm(
+    module: torch.nn.Module, example_inputs: list[Any], *, warm: bool = True, **kwargs: Any
+) -> Callable[..., Any]:
+    """``torch.compile(module, **kwargs)``, compiled now; with ``warm``, compiled a second time.
+
+    torch.compile is lazy: the first call compiles, so that compiler failures
+    surface here (compile_error) and not in the first checked call. Each compile
+    starts from a fresh Dynamo state: evaluations never share compiled code.
+
+    With ``warm`` the module is compiled again after a Dynamo reset, and the second
+    program is the one returned. It is loaded from Inductor's caches (FX graph,
+    autotuning results, Triton binaries), which the first compile filled when they
+    were cold: the program timed is then the same whether this machine's caches
+    were cold or warm. Without it, a cold and a warm run of the same command can
+    time different programs (measured on an H200: a Swin graph's compiled median
+    was 1.56 ms after a cold compile and 1.14 ms after a cache hit).
+    """
+    passes = 2 if warm else 1
+    compiled: Callable[..., Any] = module
+    for attempt in range(passes):
+        torch._dynamo.reset()
+        hits_before = _fx_cache_hits()
         compiled = torch.compile(module, **kwargs)
-        # torch.compile is lazy: compile now, so that compiler failures surface in
-        # the compile stage (compile_error) and not in the first checked call.
         with torch.no_grad():
             compiled(*example_inputs)
-        stop_compile_workers()
-        return compiled
+        if attempt == 1 and _fx_cache_hits() == hits_before:
+            log.warning(
+                "warm compile: Inductor's FX graph cache did not hit on the second compile "
+                "(caches disabled?); the timed program is a second cold compile"
+            )
+    stop_compile_workers()
+    return compiled
+
+
+def _fx_cache_hits() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["fxgraph_cache_hit"])
 
 
 def stop_compile_workers() -> None:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import torch
 
 from passnet.compilers._base import Compiler, register_compiler
-from passnet.compilers._builtin import stop_compile_workers
+from passnet.compilers._builtin import compile_warm
 from passnet.errors import CompileError, PassError, PassLoadError
 from passnet.evaluate._record import PassReport
 from passnet.passes._graph import trace_graph
@@ -82,19 +82,18 @@ class _PassCompiler(Compiler):
         result.raise_if_unmatched()
         compiled: Callable[..., Any] = result.graph_module
         if self.inductor:
-            # A fresh Dynamo state per graph, as for the plain inductor compiler.
-            torch._dynamo.reset()
             self._keep_alive.append(
                 make_opaque(result.graph_module, result.sites, manager.target, example_inputs)
             )
-            compiled = torch.compile(result.graph_module, backend="inductor", dynamic=False)
+            # Compiled as the plain inductor compiler does (fresh Dynamo state, warm).
+            compiled = compile_warm(
+                result.graph_module, example_inputs, backend="inductor", dynamic=False
+            )
         # Run once now, guarded: Triton kernels (and Inductor) compile here, so their
         # failures surface in the compile stage, and a replacement that computes with
         # torch is rejected before anything is timed.
         with torch.no_grad(), self.guard.checking():
             compiled(*example_inputs)
-        if self.inductor:
-            stop_compile_workers()
         return compiled
 
     @contextlib.contextmanager
