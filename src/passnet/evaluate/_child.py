@@ -281,16 +281,34 @@ def _pin_to_one_core(device: str) -> None:
     """Pin this process to one core chosen by GPU index (after compilation, before timing).
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
-    worker removes core-to-core and migration differences between runs.
+    worker removes core-to-core and migration differences between runs. Cores are
+    taken from the end of the allowed set (the kernel and most daemons favour the
+    first ones), skipping core 0's hyper-thread siblings, two apart per GPU.
     """
     if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
         return
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         return
+    busy = _siblings(cores[0])
+    candidates = [c for c in reversed(cores) if c not in busy] or cores[::-1]
     index = torch.device(device).index or 0
-    # Skip core 0 (interrupts, the parent); spread GPU workers two cores apart.
-    os.sched_setaffinity(0, {cores[(1 + 2 * index) % len(cores)]})
+    os.sched_setaffinity(0, {candidates[(2 * index) % len(candidates)]})
+
+
+def _siblings(core: int) -> set[int]:
+    """``core`` and its hyper-thread siblings (just ``core`` where the topology is unknown)."""
+    path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
+    try:
+        text = open(path).read().strip()
+    except OSError:
+        return {core}
+    found = {core}
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            found.update(range(int(lo), int(hi or lo) + 1))
+    return found
 
 
 def _measure(
