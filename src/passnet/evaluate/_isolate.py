@@ -9,31 +9,19 @@ children may initialize it.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
-import logging
 import multiprocessing
 import multiprocessing.connection
-import multiprocessing.forkserver
-import os
 import signal
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ChildOutcome", "run_isolated"]
 
-log = logging.getLogger(__name__)
-
 _PRELOAD = ["torch", "passnet.evaluate._child", "passnet.compilers", "passnet.sample"]
 _ctx_lock = threading.Lock()
 _ctx: Any = None
-_HASH_SEED = "0"
-_ADDR_NO_RANDOMIZE = 0x0040000
 
 
 def _context() -> Any:
@@ -42,42 +30,8 @@ def _context() -> Any:
         if _ctx is None:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(_PRELOAD)
-            with _reproducible_exec():
-                multiprocessing.forkserver.ensure_running()
             _ctx = ctx
         return _ctx
-
-
-@contextlib.contextmanager
-def _reproducible_exec() -> Iterator[None]:
-    """Processes started inside get a fixed hash seed and, if allowed, no ASLR; this one is unchanged."""
-    saved_seed = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = _HASH_SEED
-    restore = _disable_aslr()
-    try:
-        yield
-    finally:
-        if restore is not None:
-            restore()
-        if saved_seed is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = saved_seed
-
-
-def _disable_aslr() -> Any:
-    """Set ADDR_NO_RANDOMIZE for the next exec; return a function restoring the old persona, or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        current = libc.personality(0xFFFFFFFF)
-        if current == -1 or libc.personality(current | _ADDR_NO_RANDOMIZE) == -1:
-            raise OSError(ctypes.get_errno(), "personality() refused")
-    except (OSError, AttributeError) as exc:
-        log.info("address-space randomization stays on for evaluation children: %s", exc)
-        return None
-    return lambda: libc.personality(current)
 
 
 @dataclass
