@@ -1,10 +1,27 @@
-"""FusedAddLayerNorm: matches the BERT-style residual add + LayerNorm and equals eager."""
+"""add_layer_norm: FusedLinearAddLayerNorm (linear + eval dropout + residual add +
+LayerNorm) and FusedAddLayerNorm (residual add + LayerNorm) match the BERT-style blocks
+and equal eager.
+
+In fp16/bf16 eager rounds the linear result before the residual add, and so does the
+kernel. Where the exact linear result lies within fp32 accumulation error of a rounding
+boundary, the order of the fp32 sum (BLAS or Triton, CPU or GPU: none is canonical)
+decides which of two neighbouring values is added, and after the LayerNorm the two
+outputs are further apart than the fp16 tolerance (the flip also moves the row's mean
+and variance). Rows holding such a value are checked against eager with the tied
+values taken either way; every other row against eager at the baseline tolerance (as
+in test_linear_bias_gelu.py).
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from passnet.data import dev_samples_dir
+from passnet.passes import PassManager, trace_graph
+from passnet.passes.library import get_reference_pass
+from passnet.sample import load_sample
+from passnet.score import baseline_tolerance
 from tests.passes.library.conftest import (
     DTYPES,
     assert_replacement_matches,
@@ -16,23 +33,54 @@ from tests.passes.library.conftest import (
     sample_graph,
 )
 
-PASS, RULE = "add_layer_norm", "FusedAddLayerNorm"
+PASS, RULE, LINEAR_RULE = "add_layer_norm", "FusedAddLayerNorm", "FusedLinearAddLayerNorm"
 BERT_TINY = "transformers-auto-model/prajjwal1_bert-tiny"
 TINYBERT = "transformers-auto-model/ms-marco-TinyBERT-L2"
 BGE = "transformers-auto-model/bge-small-zh"
+SAMPLES = [BERT_TINY, TINYBERT, BGE]
+SAMPLE_IDS = ["bert-tiny", "tinybert", "bge"]
+
+
+def test_the_linear_rule_is_applied_first():
+    assert get_reference_pass(PASS).rules == [LINEAR_RULE, RULE]
 
 
 @pytest.mark.parametrize(
     ("sample", "expected"),
     # embeddings + (attention output, feed-forward output) per encoder layer
     [(BERT_TINY, 5), (TINYBERT, 5), (BGE, 9)],
-    ids=["bert-tiny", "tinybert", "bge"],
+    ids=SAMPLE_IDS,
 )
 def test_pattern_matches_every_add_layer_norm_of_bert_samples(load_rule, sample, expected):
+    # On the traced graph, before FusedLinearAddLayerNorm takes the encoder's blocks.
     module = load_rule(PASS, RULE)
     matches = find_matches(module.pattern, sample_graph(sample))
     assert len(matches) == expected
     assert {m.placeholder_nodes[5] for m in matches} == {1e-12}
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    # (attention output, feed-forward output) per encoder layer
+    [(BERT_TINY, 4), (TINYBERT, 4), (BGE, 8)],
+    ids=SAMPLE_IDS,
+)
+def test_linear_rule_matches_every_self_output_and_output(load_rule, sample, expected):
+    module = load_rule(PASS, LINEAR_RULE)
+    matches = find_matches(module.pattern, sample_graph(sample))
+    assert len(matches) == expected
+    assert {m.placeholder_nodes[3] for m in matches} == {0.1}  # dropout p
+    assert {m.placeholder_nodes[8] for m in matches} == {1e-12}
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=SAMPLE_IDS)
+def test_pass_manager_leaves_only_the_embeddings_to_the_add_rule(sample):
+    manager = PassManager.from_dirs(get_reference_pass(PASS).folder)
+    module = load_sample(dev_samples_dir() / sample).build_module("cpu")
+    report = manager.apply(trace_graph(module)).report
+    expected = {BERT_TINY: 4, TINYBERT: 4, BGE: 8}[sample]
+    assert report.replacements[LINEAR_RULE] == expected
+    assert report.replacements[RULE] == 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -46,7 +94,9 @@ def test_replacement_equals_eager_on_real_tinybert_values(load_rule, device, dty
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(2, 9, 100), (4, 33, 768)], ids=["d100", "d768"])
+@pytest.mark.parametrize(
+    "shape", [(2, 9, 100), (4, 33, 768), (2, 3, 5000)], ids=["d100", "d768", "d5000-long-rows"]
+)
 def test_replacement_equals_eager_on_other_shapes(load_rule, device, dtype, shape):
     module = load_rule(PASS, RULE)
     bias, weight, a, b, _, eps = captured_inputs(TINYBERT, module.pattern, 1)
@@ -88,3 +138,144 @@ def test_two_dim_normalized_shape_over_a_transposed_operand(load_rule, device):
     b = torch.randn(3, 10, 6, generator=gen).transpose(1, 2)
     w, bias = torch.randn(6, 10, generator=gen), torch.randn(6, 10, generator=gen)
     assert_replacement_matches(module, on(device, [bias, w, a, b, (6, 10), 1e-5]))
+
+
+def _assert_linear_rule_matches_eager(module, inputs):
+    """The replacement equals eager; in fp16/bf16 a row holding a rounding tie of the
+    linear result may instead equal eager with one of its tied values, or all of them,
+    taken the other way."""
+    bias, weight, x, p, residual, ns, ln_w, ln_b, eps = inputs
+    if x.dtype == torch.float32:
+        assert_replacement_matches(module, inputs)
+        return
+    F = torch.nn.functional
+    with torch.no_grad():
+        expected = module.pattern(*inputs)
+        actual = module.replacement_func()(*module.replacement_args(*inputs))
+        h = torch._C._nn.linear(x, weight, bias)
+        x64, w64 = x.double(), weight.double()
+        b64 = bias.double() if bias is not None else x64.new_zeros(w64.shape[0])
+        exact = F.linear(x64, w64, b64)
+        # How far an fp32 sum of the K products can land from the exact value (see
+        # test_linear_bias_gelu.py); the band is four times that.
+        K = x.shape[-1]
+        spread = ((x64**2 @ (w64**2).T) * (K + 1) / 2).sqrt() + b64.abs()
+        band = 4 * 2.0**-24 * spread
+        low, high = (exact - band).to(x.dtype), (exact + band).to(x.dtype)
+        tie = low != high
+        other = torch.where(tie, torch.where(h == low, high, low), h)
+        # Sums with every tied value flipped, and with one flipped (a row per tie).
+        N = expected.shape[-1]
+        assert tuple(ns) == (N,) and h.shape == expected.shape
+        s, s_other = (h + residual).reshape(-1, N), (other + residual).reshape(-1, N)
+        rows, cols = tie.reshape(-1, N).nonzero(as_tuple=True)
+        one_flip = s[rows].clone()
+        one_flip[torch.arange(len(rows)), cols] = s_other[rows, cols]
+        all_flipped = F.layer_norm(s_other, ns, ln_w, ln_b, eps)
+        one_flipped = F.layer_norm(one_flip, ns, ln_w, ln_b, eps)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    atol, rtol = baseline_tolerance(expected.dtype)
+    got = actual.double().reshape(-1, N)
+
+    def close(value, reference):
+        ref = reference.double()
+        return (value - ref).abs() <= atol + rtol * ref.abs()
+
+    # A flipped value moves its row's mean and variance: the whole row follows the flip.
+    ok = close(got, expected.reshape(-1, N)) | close(got, all_flipped) & tie.reshape(-1, N).any(
+        -1, keepdim=True
+    )
+    ok.index_put_((rows,), close(got[rows], one_flipped), accumulate=True)
+    assert ok.all(), f"{(~ok).sum().item()} elements differ from eager beyond rounding ties"
+    # bge-small-zh's feed-forward output (K = 2048) has 9% of its fp16 values in the band
+    assert tie.double().mean() < 0.15, "the band is too wide to check anything"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("sample", "match"),
+    # TinyBERT: the fused kernel; bge-small-zh: 512x512 weight, fused in fp16/bf16 and the
+    # tiled GEMM + LayerNorm kernel in fp32; 512x2048 weight, tiled in every dtype
+    [(TINYBERT, 0), (TINYBERT, 1), (BGE, 0), (BGE, 1)],
+    ids=["tinybert-attention", "tinybert-ffn", "bge-attention", "bge-ffn"],
+)
+def test_linear_rule_equals_eager_on_real_values(load_rule, device, dtype, sample, match):
+    module = load_rule(PASS, LINEAR_RULE)
+    inputs = on(device, cast_floats(captured_inputs(sample, module.pattern, match), dtype))
+    _assert_linear_rule_matches_eager(module, inputs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("x_shape", "n_out"),
+    [((2, 9, 300), 100), ((1, 5, 40), 10), ((70, 256), 384), ((2, 33, 64), 768)],
+    ids=["d100-batch2", "d10", "m70-d384-tiled", "d768-tiled"],
+)
+def test_linear_rule_equals_eager_on_other_shapes(load_rule, device, dtype, x_shape, n_out):
+    module = load_rule(PASS, LINEAR_RULE)
+    bias, weight, x, p, residual, _, ln_w, ln_b, eps = captured_inputs(TINYBERT, module.pattern, 1)
+    gen = torch.Generator().manual_seed(9)
+    K, D = x_shape[-1], n_out
+    inputs = [
+        like(bias, (D,), dtype, gen),
+        like(weight, (D, K), dtype, gen),
+        like(x, x_shape, dtype, gen),
+        p,
+        like(residual, (*x_shape[:-1], D), dtype, gen),
+        (D,),
+        like(ln_w, (D,), dtype, gen),
+        like(ln_b, (D,), dtype, gen),
+        eps,
+    ]
+    _assert_linear_rule_matches_eager(module, on(device, inputs))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_rule_general_cases_follow_eager(load_rule, device, dtype):
+    module = load_rule(PASS, LINEAR_RULE)
+    gen = torch.Generator().manual_seed(10)
+
+    def rand(*shape, dt=dtype):
+        return torch.randn(shape, generator=gen).to(dt).to(device)
+
+    x, w, b = rand(2, 6, 48), rand(40, 48), rand(40)
+    ln_w, ln_b = rand(40), rand(40)
+    # residual broadcast over the batch; a non-contiguous x; no linear bias and no affine
+    # LayerNorm; a residual that is a number; a 1-d x
+    _assert_linear_rule_matches_eager(
+        module, [b, w, x, 0.1, rand(1, 6, 40), (40,), ln_w, ln_b, 1e-5]
+    )
+    xt = rand(2, 48, 6).transpose(1, 2)
+    _assert_linear_rule_matches_eager(
+        module, [b, w, xt, 0.1, rand(2, 6, 40), (40,), ln_w, ln_b, 1e-5]
+    )
+    _assert_linear_rule_matches_eager(
+        module, [None, w, x, 0.0, rand(2, 6, 40), (40,), None, None, 1e-5]
+    )
+    _assert_linear_rule_matches_eager(module, [b, w, x, 0.5, 0.25, (40,), ln_w, ln_b, 1e-5])
+    _assert_linear_rule_matches_eager(
+        module, [b, w, rand(48), 0.1, rand(40), (40,), ln_w, ln_b, 1e-5]
+    )
+
+
+def test_linear_rule_mixed_dtypes_and_a_two_dim_normalized_shape(load_rule, device):
+    module = load_rule(PASS, LINEAR_RULE)
+    gen = torch.Generator().manual_seed(11)
+    x, w, b = (torch.randn(s, generator=gen) for s in [(2, 6, 48), (40, 48), (40,)])
+    # an fp16 linear plus an fp32 residual: the sum and the output are fp32
+    inputs = [b.half(), w.half(), x.half(), 0.1, torch.randn(2, 6, 40, generator=gen)]
+    assert_replacement_matches(module, on(device, [*inputs, (40,), None, None, 1e-5]))
+    # LayerNorm over the last two dims of the sum
+    ln_w, ln_b = torch.randn(6, 40, generator=gen), torch.randn(6, 40, generator=gen)
+    r = torch.randn(2, 6, 40, generator=gen)
+    assert_replacement_matches(module, on(device, [b, w, x, 0.1, r, (6, 40), ln_w, ln_b, 1e-5]))
+
+
+def test_linear_rule_refuses_what_eager_refuses(load_rule, device):
+    module = load_rule(PASS, LINEAR_RULE)
+    bias, weight, x, p, residual, ns, ln_w, ln_b, eps = captured_inputs(TINYBERT, module.pattern, 0)
+    run = module.replacement_func()
+    with pytest.raises(ValueError, match="dropout probability"):
+        run(*on(device, [x, weight, bias, residual, 1.5, ns, ln_w, ln_b, eps]))
+    with pytest.raises(TypeError, match="one dtype"):
+        run(*on(device, [x.half(), weight, bias, residual, p, ns, ln_w, ln_b, eps]))

@@ -55,7 +55,13 @@ def test_install_appends_to_an_existing_manifest_and_is_idempotent(tmp_path):
     install_pass("add_layer_norm", pass_dir)
     install_pass("linear_bias_gelu", pass_dir)
     install_pass("add_layer_norm", pass_dir)
-    assert read_manifest(pass_dir) == ["Mine", "FusedAddLayerNorm", "FusedLinearBiasGelu"]
+    assert read_manifest(pass_dir) == [
+        "Mine",
+        "FusedLinearAddLayerNorm",
+        "FusedAddLayerNorm",
+        "FusedLinearGeluLinear",
+        "FusedLinearBiasGelu",
+    ]
 
 
 def test_install_refuses_to_replace_a_different_file_unless_asked(tmp_path):

@@ -30,7 +30,11 @@ def test_list_names_every_pass_with_its_rules():
 def test_install_writes_the_pass_into_a_pass_dir(tmp_path):
     status, out = _run("library", "install", "scale_mask_softmax", str(tmp_path / "pd"))
     assert status == 0 and "FusedScaleMaskSoftmax.py" in out
-    assert read_manifest(tmp_path / "pd") == ["FusedScaleMaskSoftmax"]
+    assert read_manifest(tmp_path / "pd") == [
+        "FusedScaleMaskSoftmaxDropout",
+        "FusedShiftedWindowSoftmaxDropout",
+        "FusedScaleMaskSoftmax",
+    ]
 
 
 def test_task_builds_the_requested_dtypes(tmp_path):

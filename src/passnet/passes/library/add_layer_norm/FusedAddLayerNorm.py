@@ -1,8 +1,9 @@
 """Residual add + LayerNorm as one Triton kernel.
 
 Matches (BERT-style encoders: prajjwal1_bert-tiny, ms-marco-TinyBERT-L2,
-bge-small-zh, splade-mini; every ``BertSelfOutput``/``BertOutput`` and the
-embeddings' sum of position embeddings)::
+bge-small-zh, splade-mini: the embeddings' sum of position embeddings; also every
+``BertSelfOutput``/``BertOutput`` where FusedLinearAddLayerNorm, applied first,
+does not take it)::
 
     out = torch.nn.functional.layer_norm(a + b, normalized_shape, weight, bias, eps)
 
@@ -11,6 +12,11 @@ through memory; the kernel loads both operands (an operand broadcast over leadin
 dims, such as ``[1, S, D]`` position embeddings over the batch, by row period),
 rounds the sum to its dtype as eager stores it, and normalises whole rows held in
 registers with a two-pass fp32 mean/variance.
+
+The common case (tensors of one dtype, contiguous, the LayerNorm over the last dim,
+weight and bias given) takes a fast path of a few metadata reads before the launch;
+everything else is brought to that form (operands materialised, a number made a
+one-row fp32 tensor, missing weight/bias made ones/zeros) by the general path.
 """
 
 import math
@@ -42,72 +48,6 @@ def _broadcast_shape(a, b):
     return [max(x, y) if x and y else 0 for x, y in zip(a, b)]
 
 
-@triton.jit
-def _round(x, KIND: tl.constexpr):
-    # An eager fp16/bf16 op stores its result in that dtype: round where it does.
-    # bf16 rounds to nearest-even by bit arithmetic (Triton's interpreter truncates in .to()).
-    if KIND == 1:
-        x = x.to(tl.float16).to(tl.float32)
-    elif KIND == 2:
-        u = x.to(tl.uint32, bitcast=True)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        x = tl.where(x != x, x, u.to(tl.float32, bitcast=True))
-    return x
-
-
-@triton.jit
-def _add_layer_norm_kernel(
-    a_ptr,
-    b_ptr,
-    w_ptr,
-    bias_ptr,
-    out_ptr,
-    n_rows,
-    b_rows,
-    N,
-    b_scalar,
-    eps,
-    B_IS_SCALAR: tl.constexpr,
-    HAS_WEIGHT: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    SUM_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    # a and out: contiguous [n_rows, N]; b: contiguous [b_rows, N], row r of the sum reads
-    # row r % b_rows of b (b_rows == n_rows, or b broadcast over leading dims).
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = tl.arange(0, BLOCK_N)
-    row_ok = rows < n_rows
-    col_ok = cols < N
-    ok = row_ok[:, None] & col_ok[None, :]
-    offs = rows[:, None] * N + cols[None, :]
-    s = tl.load(a_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    if B_IS_SCALAR:
-        s = s + b_scalar
-    else:
-        b_offs = (rows % b_rows)[:, None] * N + cols[None, :]
-        s = s + tl.load(b_ptr + b_offs, mask=ok, other=0.0).to(tl.float32)
-    s = tl.where(ok, _round(s, SUM_KIND), 0.0)  # padding must not enter the statistics
-    mean = tl.sum(s, axis=1) / N
-    diff = tl.where(ok, s - mean[:, None], 0.0)
-    var = tl.sum(diff * diff, axis=1) / N
-    y = diff * tl.math.rsqrt(var + eps)[:, None]
-    if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    if HAS_BIAS:
-        y = y + tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    tl.store(out_ptr + offs, _round(y, SUM_KIND).to(out_ptr.dtype.element_ty), mask=ok)
-
-
-def _launch_config(n_rows, n_cols):
-    """(rows per program, padded row length, warps): ~4K elements a program, whole rows."""
-    block_n = triton.next_power_of_2(n_cols)
-    block_r = max(1, min(triton.next_power_of_2(n_rows), 4096 // block_n))
-    num_warps = max(1, min(16, block_r * block_n // 512))
-    return block_r, block_n, num_warps
-
-
 def _is_row_suffix(small, full):
     """``small`` (leading 1s dropped) is a trailing block of ``full``: broadcast by row period."""
     small = list(small)
@@ -116,9 +56,51 @@ def _is_row_suffix(small, full):
     return list(full[len(full) - len(small) :]) == small
 
 
-@torch.fx.wrap
-def fused_add_layer_norm(a, b, normalized_shape, weight, bias, eps):
-    """``layer_norm(a + b, normalized_shape, weight, bias, eps)``; a or b may be a number."""
+@triton.jit
+def _round(x, ptr):
+    # An eager fp16/bf16 op stores its result in that dtype (``ptr``'s element type):
+    # round where it does. bf16 rounds to nearest-even by bit arithmetic (Triton's
+    # interpreter truncates in .to()).
+    if ptr.dtype.element_ty == tl.float16:
+        x = x.to(tl.float16).to(tl.float32)
+    elif ptr.dtype.element_ty == tl.bfloat16:
+        u = x.to(tl.uint32, bitcast=True)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        x = tl.where(x != x, x, u.to(tl.float32, bitcast=True))
+    return x
+
+
+@triton.jit
+def _add_layer_norm_kernel(
+    a_ptr, b_ptr, w_ptr, bias_ptr, out_ptr, n_rows, b_rows, N, eps, BLOCK_N: tl.constexpr
+):
+    # a and out: contiguous [n_rows, N]; b: contiguous [b_rows, N], row r of the sum reads
+    # row r % b_rows of b (b_rows == n_rows, or b broadcast over leading dims). The sum is
+    # rounded to out's dtype, the promoted dtype. A program takes whole rows, about 4096
+    # elements (one row when BLOCK_N > 4096): the row block needs no argument of its own.
+    rows = tl.program_id(0) * ((BLOCK_N + 4095) // BLOCK_N) + tl.arange(
+        0, (BLOCK_N + 4095) // BLOCK_N
+    )
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ok = (rows < n_rows)[:, None] & col_ok[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    s = tl.load(a_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    b_offs = (rows % b_rows)[:, None] * N + cols[None, :]
+    s += tl.load(b_ptr + b_offs, mask=ok, other=0.0).to(tl.float32)
+    s = tl.where(ok, _round(s, out_ptr), 0.0)  # padding must not enter the statistics
+    mean = tl.sum(s, axis=1) / N
+    diff = tl.where(ok, s - mean[:, None], 0.0)
+    var = tl.sum(diff * diff, axis=1) / N
+    y = diff * tl.math.rsqrt(var + eps)[:, None]
+    y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    y += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + offs, _round(y, out_ptr).to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps):
+    """Every case the fast path does not take: validate like eager and bring the operands
+    to the kernel's form (contiguous, same-shape or row-periodic ``b``, weight and bias)."""
     if not isinstance(a, torch.Tensor):
         a, b = b, a
     b_is_scalar = not isinstance(b, torch.Tensor)
@@ -133,61 +115,100 @@ def fused_add_layer_norm(a, b, normalized_shape, weight, bias, eps):
         )
     ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     if b_is_scalar:
-        shape, sum_dtype = a.shape, a.dtype
+        shape, sum_dtype = list(a.shape), a.dtype
     else:
         sum_dtype = _promote(a.dtype, b.dtype)
-        shape = a.shape if a.shape == b.shape else _broadcast_shape(a.shape, b.shape)
-        if list(a.shape) != list(shape):
+        shape = _broadcast_shape(a.shape, b.shape)
+        if list(a.shape) != shape:
             a, b = b, a  # the sum is symmetric: make a the full-size operand
     N = math.prod(ns)
-    if list(shape[len(shape) - len(ns) :]) != ns:
-        raise ValueError(f"FusedAddLayerNorm: normalized_shape {ns} does not end {list(shape)}")
+    if shape[len(shape) - len(ns) :] != ns:
+        raise ValueError(f"FusedAddLayerNorm: normalized_shape {ns} does not end {shape}")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and list(p.shape) != ns:
             raise ValueError(f"FusedAddLayerNorm: {name} {tuple(p.shape)} is not {ns}")
-    # Few arguments keep Triton's launch short: the kernel reads contiguous rows. An operand
-    # broadcast other than over leading dims is rare in real graphs; it is materialised.
-    if list(a.shape) != list(shape):
-        a = a.expand(shape)
-    if not a.is_contiguous():
-        a = a.contiguous()
-    if b_is_scalar:
-        b_arg, b_rows, b_scalar = a, 1, float(b)
-    else:
-        if not _is_row_suffix(b.shape, shape) or (N and b.numel() % N):
-            b = b.expand(shape)
-        if not b.is_contiguous():
-            b = b.contiguous()
-        b_arg, b_rows, b_scalar = b, max(1, b.numel() // N) if N else 1, 0.0
-    if weight is not None and not weight.is_contiguous():
-        weight = weight.contiguous()
-    if bias is not None and not bias.is_contiguous():
-        bias = bias.contiguous()
     out = torch.empty(shape, dtype=sum_dtype, device=a.device)
-    n_rows = a.numel() // N if N else 0
+    n_rows = out.numel() // N if N else 0
     if n_rows == 0:
         return out
-    block_r, block_n, num_warps = _launch_config(n_rows, N)
-    _add_layer_norm_kernel[(triton.cdiv(n_rows, block_r),)](
+    # An operand broadcast other than over leading dims is rare in real graphs: it is
+    # materialised. A number becomes one fp32 row: the kernel adds it in fp32 as eager does.
+    if list(a.shape) != shape:
+        a = a.expand(shape)
+    a = a.contiguous()
+    if b_is_scalar:
+        b = torch.full((N,), float(b), dtype=torch.float32, device=a.device)
+    elif not _is_row_suffix(b.shape, shape) or b.numel() % N:
+        b = b.expand(shape)
+    b = b.contiguous()
+    weight = (
+        weight.contiguous()
+        if weight is not None
+        else torch.ones(ns, dtype=torch.float32, device=a.device)
+    )
+    bias = (
+        bias.contiguous()
+        if bias is not None
+        else torch.zeros(ns, dtype=torch.float32, device=a.device)
+    )
+    block_n = triton.next_power_of_2(N)
+    _add_layer_norm_kernel[(triton.cdiv(n_rows, max(1, 4096 // block_n)),)](
         a,
-        b_arg,
-        weight if weight is not None else a,
-        bias if bias is not None else a,
+        b,
+        weight,
+        bias,
         out,
         n_rows,
-        b_rows,
+        max(1, b.numel() // N),
         N,
-        b_scalar,
         float(eps),
-        B_IS_SCALAR=b_is_scalar,
-        HAS_WEIGHT=weight is not None,
-        HAS_BIAS=bias is not None,
-        SUM_KIND=_KIND[sum_dtype],
-        BLOCK_R=block_r,
-        BLOCK_N=block_n,
-        num_warps=num_warps,
+        block_n,
+        num_warps=4 if block_n <= 4096 else 16,
     )
     return out
+
+
+@torch.fx.wrap
+def fused_add_layer_norm(a, b, normalized_shape, weight, bias, eps):
+    """``layer_norm(a + b, normalized_shape, weight, bias, eps)``; a or b may be a number."""
+    # Fast path, the real graphs' case: one dtype, contiguous, normalized over the last
+    # dim, b the same shape as a or broadcast over its first dim (position embeddings).
+    if (
+        isinstance(b, torch.Tensor)
+        and isinstance(a, torch.Tensor)
+        and a.dtype is b.dtype
+        and a.dtype in _KIND
+        and a.dim()
+        and a.is_contiguous()
+        and b.is_contiguous()
+        and weight is not None
+        and bias is not None
+        and weight.is_contiguous()
+        and bias.is_contiguous()
+        and type(eps) is float
+    ):
+        shape = a.shape
+        N = shape[-1]
+        if (
+            normalized_shape == (N,)
+            and weight.shape == normalized_shape
+            and bias.shape == normalized_shape
+            and 0 < N <= 4096
+            and (
+                b.shape == shape
+                or (b.dim() == len(shape) and b.shape[0] == 1 and b.shape[1:] == shape[1:])
+            )
+        ):
+            n_rows = a.numel() // N
+            if n_rows:
+                out = torch.empty_like(a)
+                block_n = 1 << math.frexp(N - 1)[1]  # next_power_of_2(N), exactly
+                block_r = 4096 // block_n
+                _add_layer_norm_kernel[((n_rows + block_r - 1) // block_r,)](
+                    a, b, weight, bias, out, n_rows, b.numel() // N, N, eps, block_n
+                )
+                return out
+    return _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps)
 
 
 def pattern(in_0, in_1, in_2, in_3, in_4, in_5):

@@ -1,8 +1,9 @@
 """Linear with bias + exact GELU as one Triton GEMM with a fused epilogue.
 
-Matches (the feed-forward up-projection of BERT-style encoders:
-prajjwal1_bert-tiny, ms-marco-TinyBERT-L2, bge-small-zh, splade-mini; also
-the Swin MLPs)::
+Matches the feed-forward up-projection of transformer encoders. Where the
+down-projection and its eval-mode dropout follow, ``FusedLinearGeluLinear`` (listed
+first) takes the whole block: in the dev samples (BERT, Swin, ViT) it takes every
+site, and this rule is left with none. It covers any other linear + GELU::
 
     out = torch._C._nn.gelu(torch._C._nn.linear(x, weight, bias))
 
@@ -12,12 +13,17 @@ that reads the ``[M, 4D]`` intermediate back from memory. The kernel computes
 fp32 inputs, as eager uses no TF32), adds the bias, rounds to the output dtype
 where eager stores the linear result, and applies ``x * 0.5 * (1 + erf(x /
 sqrt(2)))`` in fp32 before the single store.
+
+The wrapper's fast path (one dtype, contiguous operands, a bias) does a few
+metadata reads and integer arithmetic; the kernel takes eight arguments, its
+dtype, bias flag and tile shape packed into one constexpr.
 """
 
 import torch
 import triton
 import triton.language as tl
 
+# Kernel dtype code: 0 fp32, 1 fp16, 2 bf16 (3: bf16 on the CPU interpreter).
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
@@ -27,7 +33,7 @@ def _round(x, KIND: tl.constexpr):
     # bf16 rounds to nearest-even by bit arithmetic (Triton's interpreter truncates in .to()).
     if KIND == 1:
         x = x.to(tl.float16).to(tl.float32)
-    elif KIND == 2:
+    elif KIND >= 2:
         u = x.to(tl.uint32, bitcast=True)
         u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
         x = tl.where(x != x, x, u.to(tl.float32, bitcast=True))
@@ -35,23 +41,16 @@ def _round(x, KIND: tl.constexpr):
 
 
 @triton.jit
-def _linear_gelu_kernel(
-    x_ptr,
-    w_ptr,
-    b_ptr,
-    out_ptr,
-    M,
-    N,
-    K,
-    HAS_BIAS: tl.constexpr,
-    OUT_KIND: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
+def _linear_gelu_kernel(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, CFG: tl.constexpr):
     # x: contiguous [M, K]; weight: contiguous [N, K]; out: contiguous [M, N].
+    # CFG = kind + 4 * no_bias + 8 * tile (see the wrapper).
+    KIND: tl.constexpr = CFG % 4
+    HAS_BIAS: tl.constexpr = CFG // 4 % 2 == 0
+    TILE: tl.constexpr = CFG // 8
+    BLOCK_M: tl.constexpr = 16 if TILE < 2 else (64 if TILE == 2 else 128)
+    BLOCK_N: tl.constexpr = 32 if TILE == 0 else (16 if TILE == 1 else (64 if TILE == 2 else 128))
+    BLOCK_K: tl.constexpr = 32 if TILE == 2 else 64
+    GROUP_M: tl.constexpr = 8
     # Grouped tile order: neighbouring programs share rows of x and columns of w in L2.
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
@@ -80,43 +79,81 @@ def _linear_gelu_kernel(
             mask=k_ok[:, None] & n_ok[None, :],
             other=0.0,
         )
-        if OUT_KIND == 0:
+        if KIND == 0:
             acc = tl.dot(a, b, acc, input_precision="ieee")
-        elif UPCAST_DOT:
-            # bf16 products are exact in fp32: same result as the bf16 MMA
+        elif KIND == 3:
+            # Triton's CPU interpreter multiplies bf16 tiles as raw integers: upcast
+            # there (bf16 products are exact in fp32, the same result as the bf16 MMA).
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc)
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    h = _round(acc, OUT_KIND)
+    h = _round(acc, KIND)
     y = h * 0.5 * (1.0 + tl.math.erf(h * 0.7071067811865476))
     tl.store(
         out_ptr + offs_m[:, None] * N + offs_n[None, :],
-        _round(y, OUT_KIND).to(out_ptr.dtype.element_ty),
+        _round(y, KIND).to(out_ptr.dtype.element_ty),
         mask=m_ok[:, None] & n_ok[None, :],
     )
-
-
-def _launch_config(M, N, kind):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) for ``M`` tokens and ``N`` features.
-
-    Few tokens (the dev samples: 10 to 68) leave the GEMM bound by reading the weight:
-    narrow tiles spread it over many programs (on an H200, 16x32x64 tiles ran fp16 at
-    2.3-3.3 us against eager's 4.4-4.9 us; fp32 with exact products prefers 16x16 for
-    M <= 16). Many tokens get the usual square tiles.
-    """
-    if M <= 128:
-        block_n = 16 if kind == 0 and M <= 16 else 32
-        return 16, block_n, 64, 2 if block_n == 16 else 4, 3
-    if kind == 0:
-        return 64, 64, 32, 4, 3
-    return 128, 128, 64, 8, 3
 
 
 @torch.fx.wrap
 def fused_linear_bias_gelu(x, weight, bias):
     """``gelu(linear(x, weight, bias))`` (exact erf GELU); ``bias`` may be None."""
+    dt = x.dtype
+    shape = x.shape
+    K = shape[-1]
+    N = weight.shape[0]
+    if (
+        dt in _KIND
+        and bias is not None
+        and weight.dtype == dt
+        and bias.dtype == dt
+        and (weight.shape, bias.shape) == ((N, K), (N,))
+        and x.is_contiguous()
+        and weight.is_contiguous()
+        and bias.is_contiguous()
+    ):
+        # Fast path: the dev samples' case.
+        kind = _KIND[dt]
+        if kind == 2 and not x.is_cuda:
+            kind = 3
+    else:
+        x, weight, bias, kind = _general(x, weight, bias)
+    if K == 0:
+        raise ValueError("FusedLinearBiasGelu: zero input features")
+    out = x.new_empty((*shape[:-1], N))
+    M = x.numel() // K
+    if M == 0 or N == 0:
+        return out
+    # Few tokens (the dev samples: 10 to 68) leave the GEMM bound by reading the
+    # weight: narrow tiles spread it over many programs (on an H200, 16x32x64 tiles ran
+    # fp16 at 2.3-3.3 us against eager's 4.4-4.9 us; fp32 with exact products prefers
+    # 16x16 with two warps for M <= 16). Many tokens get the usual square tiles.
+    # Tiles (CFG // 8): 0 16x32x64, 1 16x16x64, 2 64x64x32, 3 128x128x64 (M x N x K).
+    if M <= 128:
+        if kind % 4 or M > 16:
+            _linear_gelu_kernel[(((M + 15) >> 4) * ((N + 31) >> 5),)](
+                x, weight, bias, out, M, N, K, kind
+            )
+        else:
+            _linear_gelu_kernel[(((M + 15) >> 4) * ((N + 15) >> 4),)](
+                x, weight, bias, out, M, N, K, kind + 8, num_warps=2
+            )
+    elif kind % 4 == 0:
+        _linear_gelu_kernel[(((M + 63) >> 6) * ((N + 63) >> 6),)](
+            x, weight, bias, out, M, N, K, kind + 16
+        )
+    else:
+        _linear_gelu_kernel[(((M + 127) >> 7) * ((N + 127) >> 7),)](
+            x, weight, bias, out, M, N, K, kind + 24, num_warps=8
+        )
+    return out
+
+
+def _general(x, weight, bias):
+    """Eager-like errors; contiguous operands, the dtype code and the no-bias flag."""
     if (
         x.dtype not in _KIND
         or weight.dtype != x.dtype
@@ -134,42 +171,14 @@ def fused_linear_bias_gelu(x, weight, bias):
     N = weight.shape[0]
     if bias is not None and tuple(bias.shape) != (N,):
         raise ValueError(f"FusedLinearBiasGelu: bias {tuple(bias.shape)} is not ({N},)")
-    # Few arguments keep Triton's launch short: the kernel indexes contiguous tensors.
-    if not x.is_contiguous():
-        x = x.contiguous()
-    if not weight.is_contiguous():
-        weight = weight.contiguous()
-    if bias is not None and not bias.is_contiguous():
-        bias = bias.contiguous()
-    out = torch.empty((*x.shape[:-1], N), dtype=x.dtype, device=x.device)
-    M = x.numel() // K if K else 0
-    if M == 0 or N == 0:
-        return out
-    if K == 0:
-        raise ValueError("FusedLinearBiasGelu: zero input features")
     kind = _KIND[x.dtype]
-    block_m, block_n, block_k, num_warps, num_stages = _launch_config(M, N, kind)
-    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
-    _linear_gelu_kernel[grid](
-        x,
-        weight,
-        bias if bias is not None else weight,
-        out,
-        M,
-        N,
-        K,
-        HAS_BIAS=bias is not None,
-        OUT_KIND=kind,
-        # Triton's CPU interpreter multiplies bf16 tiles as raw integers: upcast them there.
-        UPCAST_DOT=kind == 2 and not x.is_cuda,
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        GROUP_M=8,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
-    return out
+    if kind == 2 and not x.is_cuda:
+        kind = 3
+    if bias is None:
+        bias = weight  # any pointer: the kernel does not read it
+        kind += 4
+    # The kernel indexes contiguous tensors (few arguments keep Triton's launch short).
+    return x.contiguous(), weight.contiguous(), bias.contiguous(), kind
 
 
 def pattern(in_0, in_1, in_2):

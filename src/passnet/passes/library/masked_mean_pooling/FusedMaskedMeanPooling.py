@@ -10,6 +10,11 @@ twice. The kernel reads the ``[B, S]`` mask directly, keeps ``sum(mask * hidden)
 and ``sum(mask)`` in fp32 registers and writes the ``[B, D]`` result once. Every
 value eager rounds to fp16/bf16 between two ops is rounded the same way here, so
 the result is bitwise eager's up to the order of the fp32 sums.
+
+The launch is most of the cost at these sizes, so the wrapper has a fast path for
+the real case (contiguous operands, the mask cast to fp32 or to the hidden
+states' dtype) and the kernel takes eight arguments: the two rounding dtypes are
+one constexpr ``MODE`` and the sequence block follows from the feature block.
 """
 
 import torch
@@ -18,6 +23,9 @@ import triton.language as tl
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2}
+# MODE when the mask's cast dtype is also the output's (cast to fp32, or to the hidden
+# states' dtype): MASK_KIND + 3 * OUT_KIND = 4 * kind.
+_SAME_KIND_MODE = {torch.float32: 0, torch.float16: 4, torch.bfloat16: 8}
 
 
 def _promote(a, b):
@@ -27,6 +35,19 @@ def _promote(a, b):
     if _RANK[a] == _RANK[b]:
         return torch.float32
     return a if _RANK[a] > _RANK[b] else b
+
+
+def _next_pow2(n):
+    """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
+    of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
+    n -= 1
+    n |= n >> 1
+    n |= n >> 2
+    n |= n >> 4
+    n |= n >> 8
+    n |= n >> 16
+    n |= n >> 32
+    return n + 1
 
 
 @triton.jit
@@ -50,12 +71,15 @@ def _masked_mean_pool_kernel(
     S,
     D,
     clamp_min,
-    MASK_KIND: tl.constexpr,
-    OUT_KIND: tl.constexpr,
-    BLOCK_S: tl.constexpr,
+    MODE: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    # hidden [B, S, D] and mask [B, S] contiguous; one program: batch row b, BLOCK_D features.
+    # hidden [B, S, D] and mask [B, S] contiguous; one program: batch row b, BLOCK_D features,
+    # over S in blocks of BLOCK_S (~4K elements a block).
+    # MODE = MASK_KIND + 3 * OUT_KIND (dtype kinds: 0 fp32, 1 fp16, 2 bf16).
+    MASK_KIND: tl.constexpr = MODE % 3
+    OUT_KIND: tl.constexpr = MODE // 3
+    BLOCK_S: tl.constexpr = 4096 // BLOCK_D
     b = tl.program_id(0)
     d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = d < D
@@ -81,9 +105,8 @@ def _masked_mean_pool_kernel(
     )
 
 
-@torch.fx.wrap
-def fused_masked_mean_pooling(hidden, mask, sizes, mask_dtype, clamp_min):
-    """``sum(hidden * mask, 1) / clamp(sum(mask, 1), min)`` over ``[B, S, D]`` / ``[B, S]``."""
+def _general(hidden, mask, sizes, mask_dtype, clamp_min):
+    """Every case the fast path leaves: other dtypes, layouts, sizes given as a list."""
     if hidden.dim() != 3 or mask.dim() != 2 or mask.shape != hidden.shape[:2]:
         raise ValueError(
             f"FusedMaskedMeanPooling expects hidden [B, S, D] and mask [B, S], "
@@ -109,22 +132,60 @@ def fused_masked_mean_pooling(hidden, mask, sizes, mask_dtype, clamp_min):
     out = torch.empty((B, D), dtype=out_dtype, device=hidden.device)
     if B * D == 0:
         return out
-    BLOCK_D = min(triton.next_power_of_2(D), 128)
-    BLOCK_S = max(1, min(triton.next_power_of_2(S), 4096 // BLOCK_D))
-    _masked_mean_pool_kernel[(B, triton.cdiv(D, BLOCK_D))](
+    BLOCK_D = 128 if D >= 128 else _next_pow2(D)
+    _masked_mean_pool_kernel[(B, (D + BLOCK_D - 1) // BLOCK_D)](
         hidden,
         mask,
         out,
         S,
         D,
         float(clamp_min),
-        MASK_KIND=_KIND[mask_dtype],
-        OUT_KIND=_KIND[out_dtype],
-        BLOCK_S=BLOCK_S,
+        MODE=_KIND[mask_dtype] + 3 * _KIND[out_dtype],
         BLOCK_D=BLOCK_D,
-        num_warps=4,
     )
     return out
+
+
+@torch.fx.wrap
+def fused_masked_mean_pooling(hidden, mask, sizes, mask_dtype, clamp_min):
+    """``sum(hidden * mask, 1) / clamp(sum(mask, 1), min)`` over ``[B, S, D]`` / ``[B, S]``."""
+    # Fast path (splade-mini and its variants): the mask cast to fp32 or to the hidden
+    # states' dtype (the output's dtype either way), sizes the hidden states' shape as a
+    # tuple, contiguous operands, a float clamp.
+    shape = hidden.shape
+    if (
+        (mask_dtype is torch.float32 or mask_dtype is hidden.dtype)
+        and hidden.dtype in _KIND
+        and type(clamp_min) is float
+        and sizes == shape
+        and len(shape) == 3
+        and mask.shape == shape[:2]
+        and hidden.is_contiguous()
+        and mask.is_contiguous()
+    ):
+        B, S, D = shape
+        out = hidden.new_empty((B, D), dtype=mask_dtype)
+        if B * D:
+            if D >= 128:
+                block_d = 128
+            else:  # the next power of two >= D; see _next_pow2
+                block_d = D - 1
+                block_d |= block_d >> 1
+                block_d |= block_d >> 2
+                block_d |= block_d >> 4
+                block_d += 1
+            _masked_mean_pool_kernel[(B, (D + block_d - 1) // block_d)](
+                hidden,
+                mask,
+                out,
+                S,
+                D,
+                clamp_min,
+                MODE=_SAME_KIND_MODE[mask_dtype],
+                BLOCK_D=block_d,
+            )
+        return out
+    return _general(hidden, mask, sizes, mask_dtype, clamp_min)
 
 
 def pattern(in_0, in_1, in_2, in_3, in_4):

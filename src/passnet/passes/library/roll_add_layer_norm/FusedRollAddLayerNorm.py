@@ -13,6 +13,13 @@ tensor. The kernel replaces the roll by index arithmetic: output position
 ``(h, w)`` reads input ``((h - shift_h) mod H, (w - shift_w) mod W)``. It writes
 both outputs, since the sum is the residual stream of the next block. The sum is
 rounded to its dtype as eager stores it before it is normalised.
+
+The launch is most of the cost at these sizes, so the wrapper has a fast path for
+the real case (contiguous operands, residual and windows of one dtype, weight and
+bias given, tuple literals) and the kernel takes fourteen arguments instead of
+twenty: the weight/bias flags and the sum's dtype are one constexpr ``MODE``, the
+rows per program follow from the padded row length, a 2-d grid (row blocks, images)
+replaces the row count, and a residual broadcast over rows is made contiguous.
 """
 
 import torch
@@ -21,6 +28,8 @@ import triton.language as tl
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2}
+# MODE of the fast path (weight and bias given): SUM_KIND + 3 * HAS_WEIGHT + 6 * HAS_BIAS.
+_WEIGHT_BIAS_MODE = {torch.float32: 9, torch.float16: 10, torch.bfloat16: 11}
 
 
 def _promote(a, b):
@@ -53,38 +62,39 @@ def _roll_add_layer_norm_kernel(
     bias_ptr,
     sum_ptr,
     out_ptr,
-    n_rows,
-    r_rows,
     H,
     W,
     C,
     shift_h,
     shift_w,
     eps,
-    HAS_WEIGHT: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    SUM_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    MODE: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    # MODE = SUM_KIND + 3 * HAS_WEIGHT + 6 * HAS_BIAS (dtype kinds: 0 fp32, 1 fp16, 2 bf16);
+    # a program holds ~4K elements: whole rows padded to BLOCK_C (a power of two).
+    SUM_KIND: tl.constexpr = MODE % 3
+    HAS_WEIGHT: tl.constexpr = (MODE // 3) % 2
+    HAS_BIAS: tl.constexpr = MODE // 6
+    BLOCK_R: tl.constexpr = (4096 + BLOCK_C - 1) // BLOCK_C
+    # grid (row blocks of an image, images): program (i, b) handles rows
+    # i * BLOCK_R + [0, BLOCK_R) of the H * W rows of image b.
+    b = tl.program_id(1)
+    pos = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_C)
-    row_ok = rows < n_rows
+    row_ok = pos < H * W
     col_ok = cols < C
     ok = row_ok[:, None] & col_ok[None, :]
-    # windows: contiguous [B, H, W, C]; residual: contiguous [r_rows, C], row r of the sum
-    # reads residual row r % r_rows (r_rows == B*H*W, or broadcast over leading dims).
-    b = rows // (H * W)
-    pos = rows % (H * W)
+    rows = b * (H * W) + pos
+    # windows: contiguous [B, H, W, C]; residual, sum and out: contiguous [B * H * W, C].
     # torch.roll: out[i] = in[(i - shift) mod n]; shifts arrive normalised to [0, n).
     src_h = (pos // W + H - shift_h) % H
     src_w = (pos % W + W - shift_w) % W
     x_off = ((b * H + src_h) * W + src_w) * C
     x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=ok, other=0.0)
-    r_off = (rows % r_rows) * C
-    r = tl.load(r_ptr + r_off[:, None] + cols[None, :], mask=ok, other=0.0)
-    s = _round(r.to(tl.float32) + x.to(tl.float32), SUM_KIND)
     o_off = rows[:, None] * C + cols[None, :]
+    r = tl.load(r_ptr + o_off, mask=ok, other=0.0)
+    s = _round(r.to(tl.float32) + x.to(tl.float32), SUM_KIND)
     tl.store(sum_ptr + o_off, s.to(sum_ptr.dtype.element_ty), mask=ok)
     mean = tl.sum(s, axis=1) / C
     diff = tl.where(ok, s - mean[:, None], 0.0)
@@ -97,12 +107,17 @@ def _roll_add_layer_norm_kernel(
     tl.store(out_ptr + o_off, _round(y, SUM_KIND).to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def _launch_config(n_rows, n_cols):
-    """(rows per program, padded row length, warps): ~4K elements a program, whole rows."""
-    block_n = triton.next_power_of_2(n_cols)
-    block_r = max(1, min(triton.next_power_of_2(n_rows), 4096 // block_n))
-    num_warps = max(1, min(16, block_r * block_n // 512))
-    return block_r, block_n, num_warps
+def _next_pow2(n):
+    """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
+    of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
+    n -= 1
+    n |= n >> 1
+    n |= n >> 2
+    n |= n >> 4
+    n |= n >> 8
+    n |= n >> 16
+    n |= n >> 32
+    return n + 1
 
 
 def _resolve_view(sizes, numel):
@@ -114,14 +129,10 @@ def _resolve_view(sizes, numel):
     return [int(s) if s != -1 else (numel // known if known else 0) for s in sizes]
 
 
-@torch.fx.wrap
-def fused_roll_add_layer_norm(
+def _general(
     windows, shifts, size_0, size_1, size_2, residual, normalized_shape, weight, bias, eps
 ):
-    """``s = residual + roll(windows, shifts, (1, 2)).view(size_0, size_1, size_2)``.
-
-    Returns ``(s, layer_norm(s, normalized_shape, weight, bias, eps))``.
-    """
+    """Every case the fast path leaves: other layouts, broadcasts, dtypes, no weight or bias."""
     if windows.dim() != 4:
         raise ValueError(
             f"FusedRollAddLayerNorm: rolled tensor must be [B, H, W, C], got {tuple(windows.shape)}"
@@ -149,50 +160,112 @@ def fused_roll_add_layer_norm(
             f"FusedRollAddLayerNorm supports float32/float16/bfloat16, got {windows.dtype}, {residual.dtype}"
         )
     # Few arguments keep Triton's launch short: the kernel reads contiguous tensors, a
-    # residual broadcast other than over leading dims is materialised.
+    # broadcast residual is materialised.
     if not windows.is_contiguous():
         windows = windows.contiguous()
-    trailing = list(residual.shape)
-    while trailing and trailing[0] == 1:
-        trailing = trailing[1:]
-    if trailing != sizes[len(sizes) - len(trailing) :] or (trailing and trailing[-1] != C):
+    if list(residual.shape) != sizes:
         residual = residual.expand(sizes)
     if not residual.is_contiguous():
         residual = residual.contiguous()
     sum_dtype = _promote(residual.dtype, windows.dtype)
     total = torch.empty((B, H * W, C), dtype=sum_dtype, device=windows.device)
     out = torch.empty((B, H * W, C), dtype=sum_dtype, device=windows.device)
-    n_rows = B * H * W
-    if n_rows == 0 or C == 0:
+    if B * H * W == 0 or C == 0:
         return total, out
     if weight is not None and not weight.is_contiguous():
         weight = weight.contiguous()
     if bias is not None and not bias.is_contiguous():
         bias = bias.contiguous()
-    block_r, block_c, num_warps = _launch_config(n_rows, C)
-    _roll_add_layer_norm_kernel[(triton.cdiv(n_rows, block_r),)](
+    block_c = _next_pow2(C)
+    block_r = max(1, 4096 // block_c)  # as the kernel derives it
+    _roll_add_layer_norm_kernel[((H * W + block_r - 1) // block_r, B)](
         windows,
         residual,
         weight if weight is not None else windows,
         bias if bias is not None else windows,
         total,
         out,
-        n_rows,
-        max(1, residual.numel() // C),
         H,
         W,
         C,
         shifts[0] % H,
         shifts[1] % W,
         float(eps),
-        HAS_WEIGHT=weight is not None,
-        HAS_BIAS=bias is not None,
-        SUM_KIND=_KIND[sum_dtype],
-        BLOCK_R=block_r,
+        MODE=_KIND[sum_dtype] + (3 if weight is not None else 0) + (6 if bias is not None else 0),
         BLOCK_C=block_c,
-        num_warps=num_warps,
+        num_warps=4 if block_c <= 4096 else min(16, block_c // 512),
     )
     return total, out
+
+
+@torch.fx.wrap
+def fused_roll_add_layer_norm(
+    windows, shifts, size_0, size_1, size_2, residual, normalized_shape, weight, bias, eps
+):
+    """``s = residual + roll(windows, shifts, (1, 2)).view(size_0, size_1, size_2)``.
+
+    Returns ``(s, layer_norm(s, normalized_shape, weight, bias, eps))``.
+    """
+    # Fast path (the real site): windows [B, H, W, C] and residual [B, H * W, C] of one
+    # dtype, weight and bias [C], all contiguous; shifts and normalized_shape tuples of
+    # ints, the view's sizes given, a float eps.
+    shape = windows.shape
+    dtype = windows.dtype
+    if (
+        type(eps) is float
+        and type(shifts) is tuple
+        and len(shifts) == 2
+        and len(shape) == 4
+        and dtype in _WEIGHT_BIAS_MODE
+        and residual.dtype is dtype
+        and weight is not None
+        and bias is not None
+        and residual.shape == (size_0, size_1, size_2)
+        and size_0 == shape[0]
+        and size_1 == shape[1] * shape[2]
+        and size_2 == shape[3]
+        and normalized_shape == (size_2,)
+        and weight.shape == normalized_shape
+        and bias.shape == normalized_shape
+        and 0 < size_2 <= 4096
+        and windows.is_contiguous()
+        and residual.is_contiguous()
+        and weight.is_contiguous()
+        and bias.is_contiguous()
+    ):
+        total = torch.empty_like(residual)
+        out = torch.empty_like(residual)
+        H = shape[1]
+        W = shape[2]
+        if size_0 and size_1:
+            # the next power of two >= C (C <= 4096), then ceil(H * W / (4096 // block_c))
+            # programs of 4096 // block_c rows per image; see _next_pow2
+            block_c = size_2 - 1
+            block_c |= block_c >> 1
+            block_c |= block_c >> 2
+            block_c |= block_c >> 4
+            block_c |= block_c >> 8
+            block_c += 1
+            _roll_add_layer_norm_kernel[((size_1 * block_c + 4095) // 4096, size_0)](
+                windows,
+                residual,
+                weight,
+                bias,
+                total,
+                out,
+                H,
+                W,
+                size_2,
+                shifts[0] % H,
+                shifts[1] % W,
+                eps,
+                MODE=_WEIGHT_BIAS_MODE[dtype],
+                BLOCK_C=block_c,
+            )
+        return total, out
+    return _general(
+        windows, shifts, size_0, size_1, size_2, residual, normalized_shape, weight, bias, eps
+    )
 
 
 def pattern(in_0, in_1, in_2, in_3, in_4, in_5, in_6, in_7, in_8, in_9):

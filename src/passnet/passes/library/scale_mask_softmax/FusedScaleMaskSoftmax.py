@@ -1,20 +1,26 @@
 """Attention-score scaling + additive mask/bias + softmax as one Triton kernel.
 
-Matches (vuiseng9_tiny-random-SwinModel and
-yujiepan_tiny-random-swin-patch4-window7-224: every window attention whose
-scores get the relative-position bias; the same shape as BERT's explicit
-``scores / sqrt(d) + mask -> softmax``)::
+Matches the scaled, masked attention softmax (the same shape as BERT's explicit
+``scores / sqrt(d) + mask -> softmax``). In the Swin samples every one is followed
+by an eval-mode dropout, so ``FusedScaleMaskSoftmaxDropout``, loaded first, takes
+all their sites; this rule covers a softmax without that dropout::
 
     probs = torch.nn.functional.softmax(scores / divisor + mask, dim=-1)
 
 Eager runs three kernels over the ``[B, heads, N, N]`` scores. The kernel holds
 whole rows in registers, reads a mask broadcast over leading dims by row period
 (the Swin bias ``[1, heads, N, N]`` over the windows) and any other broadcast
-through zero strides (BERT's padding mask ``[B, 1, 1, N]``), and rounds the scaled scores and their sum with the
-mask to the scores' dtype exactly as eager stores them: a one-ulp difference in
-an fp16 score would move the softmax far more than its tolerance. Eager on CUDA
-divides by a Python scalar as a multiplication by its fp32 reciprocal, on CPU as
-a true division; the kernel does the same on each device.
+through zero strides (BERT's padding mask ``[B, 1, 1, N]``), and rounds the scaled
+scores and their sum with the mask to the scores' dtype exactly as eager stores
+them: a one-ulp difference in an fp16 score would move the softmax far more than
+its tolerance. Eager on CUDA divides by a Python scalar as a multiplication by its
+fp32 reciprocal, on CPU as a true division; the kernel does the same on each device.
+
+The launch is most of the cost at these sizes, so the wrapper has a fast path for
+the real case (a float divisor, contiguous scores and mask of one dtype, the mask
+broadcast over the leading dim) and the kernel takes nine arguments: the rounding
+dtypes and the device's division are one constexpr ``MODE``, and the rows per
+program follow from the padded row length.
 """
 
 import math
@@ -25,6 +31,8 @@ import triton.language as tl
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2}
+# MODE of the fast path (scores, sum and output of one dtype): SCORE_KIND + 3 * SUM_KIND.
+_SAME_KIND_MODE = {torch.float32: 0, torch.float16: 4, torch.bfloat16: 8}
 
 
 def _promote(a, b):
@@ -95,6 +103,19 @@ def _collapse(lead, operand_strides):
     return lead, operand_strides
 
 
+def _next_pow2(n):
+    """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
+    of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
+    n -= 1
+    n |= n >> 1
+    n |= n >> 2
+    n |= n >> 4
+    n |= n >> 8
+    n |= n >> 16
+    n |= n >> 32
+    return n + 1
+
+
 @triton.jit
 def _round(x, KIND: tl.constexpr):
     # An eager fp16/bf16 op stores its result in that dtype: round where it does.
@@ -109,7 +130,11 @@ def _round(x, KIND: tl.constexpr):
 
 
 @triton.jit
-def _softmax_rows(x, m, row_ok, col_ok, divisor, RECIPROCAL, SCORE_KIND, SUM_KIND):
+def _softmax_rows(x, m, row_ok, col_ok, divisor, MODE: tl.constexpr):
+    # MODE = SCORE_KIND + 3 * SUM_KIND + 9 * RECIPROCAL (dtype kinds: 0 fp32, 1 fp16, 2 bf16).
+    SCORE_KIND: tl.constexpr = MODE % 3
+    SUM_KIND: tl.constexpr = (MODE // 3) % 3
+    RECIPROCAL: tl.constexpr = MODE // 9
     # The divisor arrives as fp32, as eager converts the Python scalar to the op's math type.
     if RECIPROCAL:
         x = x * tl.math.div_rn(1.0, divisor)
@@ -124,21 +149,12 @@ def _softmax_rows(x, m, row_ok, col_ok, divisor, RECIPROCAL, SCORE_KIND, SUM_KIN
 
 @triton.jit
 def _scale_mask_softmax_kernel(
-    x_ptr,
-    m_ptr,
-    out_ptr,
-    n_rows,
-    m_rows,
-    N,
-    divisor,
-    RECIPROCAL: tl.constexpr,
-    SCORE_KIND: tl.constexpr,
-    SUM_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    x_ptr, m_ptr, out_ptr, n_rows, m_rows, N, divisor, MODE: tl.constexpr, BLOCK_N: tl.constexpr
 ):
     # scores and out: contiguous [n_rows, N]; mask: contiguous [m_rows, N], row r reads mask
     # row r % m_rows (the mask broadcast over leading dims, like Swin's [1, heads, N, N]).
+    # A program holds ~4K elements: whole rows padded to BLOCK_N (a power of two).
+    BLOCK_R: tl.constexpr = (4096 + BLOCK_N - 1) // BLOCK_N
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -148,7 +164,7 @@ def _scale_mask_softmax_kernel(
     x = tl.load(x_ptr + offs, mask=ok, other=0.0).to(tl.float32)
     m_offs = (rows % m_rows)[:, None] * N + cols[None, :]
     m = tl.load(m_ptr + m_offs, mask=ok, other=0.0).to(tl.float32)
-    y = _softmax_rows(x, m, row_ok, col_ok, divisor, RECIPROCAL, SCORE_KIND, SUM_KIND)
+    y = _softmax_rows(x, m, row_ok, col_ok, divisor, MODE)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -166,14 +182,12 @@ def _scale_strided_mask_softmax_kernel(
     m_s2,
     m_sc,
     divisor,
-    RECIPROCAL: tl.constexpr,
-    SCORE_KIND: tl.constexpr,
-    SUM_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    MODE: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     # As above, with the mask read through (zero) strides of three leading dims
     # (d0, d1, d2): BERT's padding mask [B, 1, 1, S] over scores [B, heads, S, S].
+    BLOCK_R: tl.constexpr = (4096 + BLOCK_N - 1) // BLOCK_N
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -183,21 +197,12 @@ def _scale_strided_mask_softmax_kernel(
     x = tl.load(x_ptr + offs, mask=ok, other=0.0).to(tl.float32)
     m_off = (rows // (d1 * d2)) * m_s0 + ((rows // d2) % d1) * m_s1 + (rows % d2) * m_s2
     m = tl.load(m_ptr + m_off[:, None] + cols[None, :] * m_sc, mask=ok, other=0.0).to(tl.float32)
-    y = _softmax_rows(x, m, row_ok, col_ok, divisor, RECIPROCAL, SCORE_KIND, SUM_KIND)
+    y = _softmax_rows(x, m, row_ok, col_ok, divisor, MODE)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def _launch_config(n_rows, n_cols):
-    """(rows per program, padded row length, warps): ~4K elements a program, whole rows."""
-    block_n = triton.next_power_of_2(n_cols)
-    block_r = max(1, min(triton.next_power_of_2(n_rows), 4096 // block_n))
-    num_warps = max(1, min(16, block_r * block_n // 512))
-    return block_r, block_n, num_warps
-
-
-@torch.fx.wrap
-def fused_scale_mask_softmax(scores, divisor, mask):
-    """``softmax(scores / divisor + mask, dim=-1)`` with ``divisor`` a number."""
+def _general(scores, divisor, mask):
+    """Every case the fast path leaves: mixed dtypes, int divisor, other broadcasts, layouts."""
     if not isinstance(divisor, (int, float)) or not isinstance(mask, torch.Tensor):
         raise TypeError(
             "FusedScaleMaskSoftmax needs a numeric divisor and a tensor mask, got "
@@ -213,8 +218,6 @@ def fused_scale_mask_softmax(scores, divisor, mask):
         shape = _broadcast_shape(scores.shape, mask.shape)
         if shape != list(scores.shape):  # rare: the mask is the larger operand
             scores = scores.expand(shape)
-    # Few arguments keep Triton's launch short: contiguous scores, and the mask by row period
-    # when it broadcasts over leading dims only, else through strides.
     if not scores.is_contiguous():
         scores = scores.contiguous()
     out = torch.empty(shape, dtype=out_dtype, device=scores.device)
@@ -222,8 +225,11 @@ def fused_scale_mask_softmax(scores, divisor, mask):
     n_rows = math.prod(shape[:-1])
     if n_rows == 0 or N == 0:
         return out
-    block_r, block_n, num_warps = _launch_config(n_rows, N)
-    grid = (triton.cdiv(n_rows, block_r),)
+    block_n = _next_pow2(N)
+    block_r = max(1, 4096 // block_n)  # as the kernel derives it
+    grid = ((n_rows + block_r - 1) // block_r,)
+    num_warps = 4 if block_n <= 4096 else min(16, block_n // 512)
+    mode = _KIND[scores.dtype] + 3 * _KIND[out_dtype] + (9 if scores.is_cuda else 0)
     trailing = list(mask.shape)
     while trailing and trailing[0] == 1:
         trailing = trailing[1:]
@@ -236,10 +242,7 @@ def fused_scale_mask_softmax(scores, divisor, mask):
             mask.numel() // N,
             N,
             float(divisor),
-            RECIPROCAL=scores.is_cuda,
-            SCORE_KIND=_KIND[scores.dtype],
-            SUM_KIND=_KIND[out_dtype],
-            BLOCK_R=block_r,
+            MODE=mode,
             BLOCK_N=block_n,
             num_warps=num_warps,
         )
@@ -257,14 +260,57 @@ def fused_scale_mask_softmax(scores, divisor, mask):
         *m_lead,
         m_sc,
         float(divisor),
-        RECIPROCAL=scores.is_cuda,
-        SCORE_KIND=_KIND[scores.dtype],
-        SUM_KIND=_KIND[out_dtype],
-        BLOCK_R=block_r,
+        MODE=mode,
         BLOCK_N=block_n,
         num_warps=num_warps,
     )
     return out
+
+
+@torch.fx.wrap
+def fused_scale_mask_softmax(scores, divisor, mask):
+    """``softmax(scores / divisor + mask, dim=-1)`` with ``divisor`` a number."""
+    # Fast path (every site of the Swin samples): float divisor, scores and mask of one
+    # dtype, both contiguous, the mask of the scores' shape or broadcast over dim 0.
+    if type(divisor) is float and isinstance(mask, torch.Tensor):
+        dtype = scores.dtype
+        shape = scores.shape
+        m_shape = mask.shape
+        if (
+            dtype in _SAME_KIND_MODE
+            and mask.dtype is dtype
+            and len(m_shape) == len(shape) > 0
+            and m_shape[1:] == shape[1:]
+            and (m_shape[0] == 1 or m_shape[0] == shape[0])
+            and 0 < shape[-1] <= 4096
+            and scores.is_contiguous()
+            and mask.is_contiguous()
+        ):
+            out = torch.empty_like(scores)
+            N = shape[-1]
+            n_rows = scores.numel() // N
+            if n_rows:
+                # the next power of two >= N (N <= 4096), then ceil(n_rows / (4096 // block_n))
+                # programs of 4096 // block_n rows; see _next_pow2
+                block_n = N - 1
+                block_n |= block_n >> 1
+                block_n |= block_n >> 2
+                block_n |= block_n >> 4
+                block_n |= block_n >> 8
+                block_n += 1
+                _scale_mask_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
+                    scores,
+                    mask,
+                    out,
+                    n_rows,
+                    mask.numel() // N,
+                    N,
+                    divisor,
+                    MODE=_SAME_KIND_MODE[dtype] + (9 if scores.is_cuda else 0),
+                    BLOCK_N=block_n,
+                )
+            return out
+    return _general(scores, divisor, mask)
 
 
 def pattern(in_0, in_1, in_2):
