@@ -90,7 +90,9 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "add_layer_norm",
-        "residual add + layer_norm (operands broadcast, weight/bias optional) -> one row-wise kernel",
+        "linear + eval dropout + residual add + layer_norm -> one Triton GEMM with an "
+        "add+LayerNorm epilogue; residual add + layer_norm (operands broadcast, weight/bias "
+        "optional) -> one row-wise kernel",
         _BERT,
     ),
     ReferencePass(
@@ -100,7 +102,8 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "scale_mask_softmax",
-        "attention scores / scalar + additive mask or bias + softmax(dim=-1) -> one row-wise kernel",
+        "attention scores / scalar + additive mask or bias (also Swin's shifted-window mask "
+        "through views) + softmax(dim=-1) [+ eval dropout] -> one row-wise kernel",
         (_SWIN, _SWIN_224),
     ),
 )
