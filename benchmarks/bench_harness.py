@@ -18,6 +18,11 @@ the compiled program after a cold compile and after a cache hit, with the
 compiler's ``warm`` option off and on, each in its own process with its own
 ``TORCHINDUCTOR_CACHE_DIR``, and prints one table.
 
+``--phase repeat`` evaluates a few graphs several times back to back, each time
+in a fresh child (``--repeats``, default 5), and prints the spread of the speedup
+between consecutive processes, to tell process-to-process variation from slow
+drift between runs minutes apart.
+
 ``--phase report`` prints the tables and writes ``harness_report.json`` (and copies
 results to $OUT when that variable is set).
 """
@@ -119,6 +124,40 @@ def run_cache_one(args: argparse.Namespace) -> None:
         console=Console(stderr=True),
         echo_logs=False,
     )
+
+
+REPEAT_GRAPHS = (
+    "transformers-auto-model/prajjwal1_bert-tiny",
+    "torchvision/mobilenet_v3_small",
+    "transformers-auto-model/yujiepan_tiny-random-swin-patch4-window7-224",
+    "torchvision/squeezenet1_1",
+)
+
+
+def run_repeat_phase(args: argparse.Namespace) -> None:
+    from passnet.evaluate import evaluate_sample
+
+    settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    rows = []
+    for graph in REPEAT_GRAPHS:
+        speedups = []
+        for _ in range(args.repeats):
+            r = evaluate_sample(
+                Path(args.samples) / graph, args.compiler, device=args.device, settings=settings
+            )
+            speedups.append(r.speedup_e2e)
+            rows.append({"graph": graph, "speedup_e2e": r.speedup_e2e, "status": r.status.value})
+        ok = [x for x in speedups if x]
+        logs = [math.log(x) for x in ok]
+        spread = (max(logs) - min(logs)) if logs else float("nan")
+        pairs = [abs(a - b) for a, b in zip(logs, logs[1:])]
+        print(
+            f"{graph[-50:]:50s} "
+            + " ".join(f"{x:.4f}" for x in ok)
+            + f"  range {spread * 100:.2f}%  consecutive median {statistics.median(pairs) * 100 if pairs else float('nan'):.2f}%"
+        )
+    if os.environ.get("OUT"):
+        (Path(os.environ["OUT"]) / "repeat.json").write_text(json.dumps(rows, indent=1))
 
 
 def _load(work: Path, phase: str) -> dict:
@@ -231,7 +270,10 @@ def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--phase", required=True, choices=[*PHASES, "report", "cache", "cache-one"])
+    p.add_argument(
+        "--phase", required=True, choices=[*PHASES, "report", "cache", "cache-one", "repeat"]
+    )
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--label", default="cold", help=argparse.SUPPRESS)
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--device", default="cuda")
@@ -249,6 +291,9 @@ def main() -> int:
         return 0
     if args.phase == "cache-one":
         run_cache_one(args)
+        return 0
+    if args.phase == "repeat":
+        run_repeat_phase(args)
         return 0
     run_phase(args.phase, args)
     return 0
