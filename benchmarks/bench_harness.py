@@ -95,7 +95,8 @@ def run_cache_phase(args: argparse.Namespace) -> None:
     for graph in CACHE_GRAPHS:
         for label, _, _ in CACHE_MODES:
             recs = _load(work, label)
-            r = next((v for k, v in recs.items() if k.endswith(graph)), None)
+            # Records are labelled relative to the sample folder planned: compare names.
+            r = next((v for k, v in recs.items() if Path(k).name == Path(graph).name), None)
             if r is None or r.compiled is None or r.eager is None:
                 print(f"{graph[-56:]:56s} {label:>10s} {'-':>9s} {'-':>11s} {'-':>8s}")
                 continue

@@ -15,6 +15,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -300,7 +301,7 @@ def _siblings(core: int) -> set[int]:
     """``core`` and its hyper-thread siblings (just ``core`` where the topology is unknown)."""
     path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
     try:
-        text = open(path).read().strip()
+        text = Path(path).read_text().strip()
     except OSError:
         return {core}
     found = {core}
