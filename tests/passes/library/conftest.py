@@ -5,8 +5,7 @@ and compare a replacement with its pattern at the dtype's baseline tolerance."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import itertools
+import importlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,12 +18,13 @@ import torch.fx
 from torch.fx.passes.utils.matcher_utils import InternalMatch, SubgraphMatcher
 
 from passnet.data import dev_samples_dir
+from passnet.passes._loader import _importing, _SourceImporter
+from passnet.passes._rules import PACKAGE
 from passnet.passes.library import get_reference_pass
 from passnet.sample import load_sample
 from passnet.score import baseline_tolerance
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_loaded = itertools.count()
 _captured: dict[tuple[str, str, int], list[Any]] = {}
 
 
@@ -62,13 +62,13 @@ def load_rule(device: str) -> Callable[[str, str], ModuleType]:
     loaded: dict[tuple[str, str], ModuleType] = {}
 
     def load(pass_name: str, rule: str) -> ModuleType:
+        # As the pass manager imports it: package ``pass_dir``, so that a rule file can
+        # import from its siblings (``from pass_dir.Other import helper``).
         if (pass_name, rule) not in loaded:
-            path = get_reference_pass(pass_name).folder / f"{rule}.py"
-            spec = importlib.util.spec_from_file_location(f"_refpass_{rule}_{next(_loaded)}", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            loaded[pass_name, rule] = module
+            folder = get_reference_pass(pass_name).folder
+            sources = {f.name: f.read_text() for f in folder.glob("*.py")}
+            with _importing(_SourceImporter(PACKAGE, folder, sources)):
+                loaded[pass_name, rule] = importlib.import_module(f"{PACKAGE}.{rule}")
         return loaded[pass_name, rule]
 
     return load
