@@ -44,6 +44,26 @@ def test_traced_graph_computes_what_the_sample_computes(path) -> None:
     _same_outputs(path)
 
 
+_T5 = "transformers-auto-model/google/t5-efficient-large-el2"
+_SWIN = "transformers-auto-model/vuiseng9_tiny-random-SwinModel"
+
+
+@pytest.mark.parametrize(("relative", "factory"), [(_T5, torch.arange), (_SWIN, torch.zeros)])
+def test_constant_factories_stay_nodes_so_nothing_is_folded(relative: str, factory) -> None:
+    # Plain symbolic_trace runs torch.arange(...)/torch.zeros(...) with constant arguments
+    # at trace time and keeps the result (and everything computed from it alone) as a
+    # tensor constant: T5's relative-position buckets, Swin's shifted-window mask. A
+    # rewritten graph would then skip work that eager does, and any pass that matched
+    # anything would be credited with it.
+    gm = trace_graph(load_sample(sample_path(relative)).build_module("cpu"))
+    assert not [n for n in gm.graph.nodes if n.op == "get_attr"]
+    assert any(n.target is factory for n in gm.graph.nodes)
+    if relative == _SWIN:  # img_mask[:, h, w, :] = cnt, as Dynamo wrote it
+        assert any(n.target is operator.setitem for n in gm.graph.nodes)
+    assert factory.__module__ == "torch"  # torch itself is never patched
+    _same_outputs(sample_path(relative))
+
+
 def test_nodes_know_their_model_py_line() -> None:
     gm = trace_graph(load_sample(sample_path(MLP)).build_module("cpu"))
     relu = next(n for n in gm.graph.nodes if n.target is torch.relu)

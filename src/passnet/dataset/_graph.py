@@ -5,7 +5,8 @@ code contains: factory calls whose arguments are all constants (``torch.arange(0
 1000)``, ``torch.full(...)``) run eagerly and turn into tensor constants, and the
 ``torch._check*`` assertions raise on proxies (GraphNet's torch_geometric samples
 cannot be traced at all). :func:`trace_module` records both as ``call_function``
-nodes, so the traced graph has one node per call in ``model.py``.
+nodes (with :class:`passnet.sample._trace.SampleTracer`, the tracer the pass manager uses
+too), so the traced graph has one node per call in ``model.py``.
 
 Canonical names make one operator one name whatever its spelling or the torch
 version that wrote the file: ``torch._C._nn.linear`` and
@@ -18,14 +19,12 @@ aliases of which differs between torch versions.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import importlib
 import importlib.util
 import operator
 import re
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,6 +32,7 @@ import torch.fx
 
 from passnet.errors import DatasetError
 from passnet.sample import Sample
+from passnet.sample._trace import SampleTracer
 
 __all__ = [
     "canonical_op_name",
@@ -48,17 +48,6 @@ __all__ = [
     "trace_module",
     "trace_sample",
 ]
-
-# Tensor factories: with constant arguments FX would run them and keep only the result.
-_FACTORIES = (
-    "arange as_tensor empty empty_strided eye full linspace logspace ones rand randint "
-    "randn randperm scalar_tensor tensor tril_indices triu_indices zeros"
-).split()
-# Assertions that call bool() on their argument and so fail on proxies.
-_CHECKS = (
-    "_check _check_index _check_is_size _check_not_implemented _check_type _check_value "
-    "_check_with _check_tensor_all _check_tensor_all_with"
-).split()
 
 # Private namespace -> (public namespace, prefix the private name carries).
 _NAMESPACES: tuple[tuple[str, str, str], ...] = (
@@ -184,82 +173,7 @@ def op_sequence(gm: torch.fx.GraphModule) -> list[str]:
     return [name for n in compute_nodes(gm) if (name := canonical_op_name(n)) is not None]
 
 
-def _has_proxy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    found = False
-
-    def visit(value: Any) -> Any:
-        nonlocal found
-        found = found or isinstance(value, torch.fx.Proxy)
-        return value
-
-    torch.fx.node.map_aggregate((args, kwargs), visit)
-    return found
-
-
 _MODEL_LINE = re.compile(r'File "[^"]*model\.py", line (\d+)')
-
-
-class _SampleProxy(torch.fx.Proxy):
-    """A proxy that also records item assignment (``mask[...] = value``), as Dynamo writes it."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
-
-
-class _TorchView(types.ModuleType):
-    """What ``torch`` means inside ``model.py`` while it is traced: torch itself, except for
-    the factories and checks that must become nodes."""
-
-    def __init__(self, overrides: dict[str, Callable[..., Any]]) -> None:
-        super().__init__("torch")
-        self.__dict__.update(overrides)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(torch, name)
-
-
-class _SampleTracer(torch.fx.Tracer):
-    """An FX tracer that records factories with constant arguments and ``torch._check*``."""
-
-    def proxy(self, node: torch.fx.Node) -> torch.fx.Proxy:
-        return _SampleProxy(node, self)
-
-    def _leaf(self, fn: Callable[..., Any], always: bool) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if always or _has_proxy(args, kwargs):
-                return self.create_proxy("call_function", fn, args, kwargs)
-            return fn(*args, **kwargs)
-
-        return call
-
-    @contextlib.contextmanager
-    def _torch_view(self, root: Any) -> Iterator[None]:
-        # Only the sample's own namespace sees the view: torch itself is never patched, so
-        # nothing else in the process (Dynamo's tables included) can observe the tracing.
-        namespace = getattr(getattr(type(root), "forward", None), "__globals__", None)
-        if (
-            not isinstance(namespace, dict)
-            or namespace.get("torch") is not torch
-            or str(namespace.get("__name__", "")).startswith("torch.")
-        ):
-            yield
-            return
-        overrides = {
-            name: self._leaf(getattr(torch, name), always)
-            for names, always in ((_FACTORIES, True), (_CHECKS, False))
-            for name in names
-            if hasattr(torch, name)
-        }
-        namespace["torch"] = _TorchView(overrides)
-        try:
-            yield
-        finally:
-            namespace["torch"] = torch
-
-    def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> torch.fx.Graph:
-        with self._torch_view(root):
-            return super().trace(root, concrete_args)
 
 
 def trace_module(module: torch.nn.Module, *, stack_traces: bool = False) -> torch.fx.GraphModule:
@@ -267,7 +181,7 @@ def trace_module(module: torch.nn.Module, *, stack_traces: bool = False) -> torc
 
     With ``stack_traces`` every node's ``stack_trace`` names its line in ``model.py``.
     """
-    tracer = _SampleTracer()
+    tracer = SampleTracer()
     tracer.record_stack_traces = stack_traces
     graph = tracer.trace(module)
     return torch.fx.GraphModule(tracer.root, graph, module.__class__.__name__)

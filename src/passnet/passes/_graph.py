@@ -8,8 +8,12 @@ without running Dynamo again: no guards, no graph breaks, no specialization of
 sizes into literals. That is the graph a pattern written by reading
 ``model.py`` expects.
 
-``torch._check`` / ``torch._check_is_size`` stay leaf calls (see
-:mod:`passnet.sample._trace`).
+``torch._check*`` calls stay leaf calls, and factory calls with constant
+arguments (``torch.arange(0, 12)``, ``torch.zeros(...)``) stay nodes instead of
+being run at trace time and folded into constants (see :mod:`passnet.sample._trace`):
+the rewritten graph runs every computation ``model.py`` runs, so a pass is credited
+only with what its replacements save — folding T5's relative-position buckets alone
+made an un-rewritten trace of t5-efficient-large-el2 1.3x faster than eager on an H200.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class LocatingTracer(torch.fx.Tracer):
 
 
 class _GraphTracer(LocatingTracer, SampleTracer):
-    """``symbolic_trace`` that keeps ``torch._check*`` calls as nodes and records locations."""
+    """:class:`SampleTracer` (checks and constant factories kept as nodes) that records locations."""
 
     def __init__(self, record_locations: bool) -> None:
         super().__init__()

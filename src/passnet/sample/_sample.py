@@ -19,7 +19,7 @@ from passnet.sample._constraints import Constraints, parse_constraints_file
 from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
-from passnet.sample._trace import trace_module
+from passnet.sample._trace import SampleTracer, trace_module
 
 __all__ = ["Sample", "load_sample"]
 
@@ -73,10 +73,14 @@ class Sample:
         return self.module_class(device)().eval()
 
     def fx_graph(self) -> torch.fx.GraphModule:
-        """Symbolically trace ``GraphModule`` (on CPU) into an FX graph."""
+        """Symbolically trace ``GraphModule`` (on CPU) into an FX graph.
+
+        Constant factories are folded (as plain ``symbolic_trace`` does): the graph
+        serves the analysis of how inputs are used, which must not change with it.
+        """
         module = self.build_module("cpu")
         try:
-            return trace_module(module)
+            return trace_module(module, SampleTracer(keep_factories=False))
         except Exception as exc:  # noqa: BLE001 - tracing failures are reported as sample errors
             raise SampleError(
                 f"cannot trace model.py with torch.fx: {type(exc).__name__}: {exc}",
