@@ -41,31 +41,3 @@ def test_cpu_device_and_a_single_core_are_left_alone(affinity) -> None:
 def test_siblings_of_a_core() -> None:
     assert 0 in _child._siblings(0)  # this machine's topology, or {0} where unknown
     assert _child._siblings(10_000) == {10_000}  # no such core: just itself
-
-
-def test_pinning_returns_the_cores_allowed_before(affinity) -> None:
-    assert _child._pin_to_one_core("cuda") == set(range(8))
-    assert _child._pin_to_one_core("cpu") is None
-
-
-def test_compile_runs_on_all_allowed_cores_then_the_pin_comes_back(affinity) -> None:
-    affinity["allowed"] = {7}
-    calls = []
-    original = os.sched_setaffinity
-    os.sched_setaffinity = lambda pid, cores: calls.append(set(cores))  # type: ignore[assignment]
-    try:
-        with _child._all_cores(set(range(8))):
-            assert calls == [set(range(8))]
-        assert calls == [set(range(8)), {7}]
-        with _child._all_cores(None):  # nothing was pinned: nothing changes
-            pass
-        assert len(calls) == 2
-    finally:
-        os.sched_setaffinity = original  # type: ignore[assignment]
-
-
-def test_all_cores_restores_the_pin_when_compiling_fails(affinity) -> None:
-    affinity["allowed"] = {7}
-    with pytest.raises(RuntimeError), _child._all_cores(set(range(8))):
-        raise RuntimeError("compile failed")
-    assert affinity["set"] == {7}

@@ -9,13 +9,12 @@ Everything sent back is plain data (strings, numbers, dicts).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,11 +165,6 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     if s.num_threads:
         torch.set_num_threads(s.num_threads)
     device = req.device
-    # Pinned from the start (not only for timing): the process then loads, replays and
-    # runs on the core it is timed on. Measured on an H200, pinning only before timing
-    # left fresh processes' speedups of one graph 2.4-3.5 % apart, pinning from the
-    # start 0.5-1.5 % (docs/evaluation.md).
-    allowed = _pin_to_one_core(device) if s.pin_cpu else None
     stage.enter("load")
     sample = load_sample(req.sample_path)
     module = sample.build_module(device)
@@ -187,8 +181,7 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     if s.poison_allocator:
         _poison_free_memory(device)
     try:
-        with _all_cores(allowed):
-            compiled = compiler.compile(module, _clone(inputs1))
+        compiled = compiler.compile(module, _clone(inputs1))
         stage.enter("compiled_run")
         with compiler.checked_call():
             out_c, args_c = _call(compiled, inputs1, device)
@@ -216,6 +209,8 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     timings = None
     if s.time_graphs:
         stage.enter("measure")
+        if s.pin_cpu:
+            _pin_to_one_core(device)
         timings = _measure(
             compiled, module, inputs1, device, s, _mutating(inputs1, module, compiled, device)
         )
@@ -283,41 +278,23 @@ def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> boo
     return False
 
 
-def _pin_to_one_core(device: str) -> set[int] | None:
-    """Pin this process to one core chosen by GPU index; return the cores it was allowed before.
+def _pin_to_one_core(device: str) -> None:
+    """Pin this process to one core chosen by GPU index (after compilation, before timing).
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
     worker removes core-to-core and migration differences between runs. Cores are
     taken from the end of the allowed set (the kernel and most daemons favour the
-    first ones), skipping core 0's hyper-thread siblings, two apart per GPU. None
-    (nothing changed) on CPU, without affinity support, or with a single core.
+    first ones), skipping core 0's hyper-thread siblings, two apart per GPU.
     """
     if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
-        return None
-    allowed = set(os.sched_getaffinity(0))
-    cores = sorted(allowed)
+        return
+    cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
-        return None
+        return
     busy = _siblings(cores[0])
     candidates = [c for c in reversed(cores) if c not in busy] or cores[::-1]
     index = torch.device(device).index or 0
     os.sched_setaffinity(0, {candidates[(2 * index) % len(candidates)]})
-    return allowed
-
-
-@contextlib.contextmanager
-def _all_cores(allowed: set[int] | None) -> Iterator[None]:
-    """Compile on every allowed core (Inductor's compile workers are forked here and keep
-    the mask they start with), then go back to the pinned core."""
-    if allowed is None:
-        yield
-        return
-    pinned = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, allowed)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, pinned)
 
 
 def _siblings(core: int) -> set[int]:
