@@ -24,7 +24,9 @@ Usage (torch + triton with a CUDA GPU, no internet needed)::
 
 Prints one table per measurement and writes everything as JSON to
 ``$OUT/bench_reference_passes.json`` when the environment variable OUT is set
-(or to ``--json PATH``).
+(or to ``--json PATH``). Graph-level records are also appended, one per
+evaluation as it finishes, to ``<that path minus .json>.records.jsonl`` (readable
+by ``passnet score``), and logged with their speedup: a run cut short keeps them.
 """
 
 from __future__ import annotations
@@ -308,8 +310,14 @@ def _record_summary(record: EvalRecord) -> dict[str, Any]:
 
 
 def bench_graphs(
-    name: str, task: Task, compilers: list[str], settings: EvalSettings
+    name: str,
+    task: Task,
+    compilers: list[str],
+    settings: EvalSettings,
+    records_path: Path | None = None,
 ) -> tuple[list[GraphRow], dict[str, Any]]:
+    """Evaluate every graph of the task with each compiler; each record is appended to
+    ``records_path`` (JSON Lines) as soon as it exists, so a run cut short keeps it."""
     rows, records = [], {c: [] for c in compilers}
     for graph in task.graphs:
         row = GraphRow(name, graph.name, _dtype_of(graph))
@@ -325,7 +333,18 @@ def bench_graphs(
             )
             records[compiler].append(record)
             row.records[compiler] = _record_summary(record)
-            log.info("%s %s %s: %s", name, graph.name, compiler, record.status.value)
+            if records_path is not None:
+                with records_path.open("a") as f:
+                    f.write(record.to_json() + "\n")
+            s_e2e = record.speedup_e2e
+            log.info(
+                "%s %s %s: %s, e2e speedup vs eager %s",
+                name,
+                graph.name,
+                compiler,
+                record.status.value,
+                f"{s_e2e:.3f}" if s_e2e is not None else "-",
+            )
         rows.append(row)
     scores = {}
     for compiler, recs in records.items():
@@ -468,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                 name, task, args.warmup, args.trials, not args.no_pattern_inductor
             )
         if not args.skip_graphs:
-            rows, scores = bench_graphs(name, task, args.compilers, settings)
+            records_path = out_json.with_suffix(".records.jsonl") if out_json else None
+            rows, scores = bench_graphs(name, task, args.compilers, settings, records_path)
             graph_rows += rows
             results["scores"][name] = scores
     print_rewrite(rewrite_rows)
