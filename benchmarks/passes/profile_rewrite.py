@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Where does a rewritten graph's time go? A diagnostic for the reference passes (GPU).
+
+Two measurements, in one process, printed as two tables:
+
+A. Host cost of one Triton launch: a trivial kernel launched through the JIT
+   (``kernel[grid](...)``, what pass code does), through the compiled kernel's
+   runner, and through its raw launcher; eager torch ops for comparison. Host
+   microseconds per call in a loop without synchronisation (the best of 5 loops).
+
+B. For task graphs of the reference passes (float32): the end-to-end median
+   (300 calls, synchronised) of
+
+   * ``eager``: the sample's ``GraphModule`` from ``model.py``, as the harness runs it;
+   * ``folded``: a plain FX trace, which runs constant factory calls
+     (``torch.arange(0, 12)``, ``torch.zeros(...)``) at trace time and keeps only
+     their results — what the pass manager traced before it kept them as nodes;
+   * ``traced``: the pass manager's trace (:func:`passnet.passes.trace_graph`), not rewritten;
+   * ``rewritten``: that trace after the pass directory's rewrite (what ``pass_mgr`` runs);
+
+   and, per node (``torch.fx.Interpreter`` with a host clock around each node), the
+   host microseconds of the eager nodes the rewrite removed against those of the
+   replacement calls that took their place.
+
+``traced`` vs ``eager`` shows what tracing alone changes; ``rewritten`` vs ``traced``
+is what the passes change.
+
+Usage (torch + triton with a CUDA GPU)::
+
+    PYTHONPATH=src python3 benchmarks/passes/profile_rewrite.py
+    PYTHONPATH=src python3 benchmarks/passes/profile_rewrite.py --cases rms_norm:t5-efficient-large-el2_float32
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+import triton
+import triton.language as tl
+
+CASES = (
+    "add_layer_norm:prajjwal1_bert-tiny_float32",
+    "add_layer_norm:bge-small-zh_float32",
+    "linear_bias_gelu:bge-small-zh_float32",
+    "scale_mask_softmax:yujiepan_tiny-random-swin-patch4-window7-224_float32",
+    "scale_mask_softmax:vuiseng9_tiny-random-SwinModel_float32",
+    "roll_add_layer_norm:vuiseng9_tiny-random-SwinModel_float32",
+    "rms_norm:t5-efficient-large-el2_float32",
+    "masked_mean_pooling:splade-mini_float32",
+)
+
+
+@triton.jit
+def _add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1.0, mask=m)
+
+
+def host_us_per_call(fn: Callable[[], Any], n: int = 4000) -> float:
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    loops = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        loops.append((time.perf_counter_ns() - t0) / n / 1e3)
+        torch.cuda.synchronize()
+    return min(loops)
+
+
+def launch_overhead() -> None:
+    x = torch.randn(1024, device="cuda")
+    y = torch.empty_like(x)
+    compiled = _add_one[(1,)](x, y, 1024, 1024)  # the JIT returns the compiled kernel
+    torch.cuda.synchronize()
+    runner = compiled[(1, 1, 1)]
+    rows: list[tuple[str, Callable[[], Any]]] = [
+        ("jit: kernel[grid](...)", lambda: _add_one[(1,)](x, y, 1024, 1024)),
+        ("compiled kernel runner", lambda: runner(x, y, 1024, 1024)),
+    ]
+    try:  # the raw launcher's signature is Triton-version specific
+        stream = torch.cuda.current_stream().cuda_stream
+        fn, meta = compiled.function, compiled.packed_metadata
+        compiled.run(1, 1, 1, stream, fn, meta, None, None, None, x, y, 1024, 1024)
+        rows.append(
+            (
+                "raw launcher",
+                lambda: compiled.run(1, 1, 1, stream, fn, meta, None, None, None, x, y, 1024, 1024),
+            )
+        )
+    except Exception as exc:  # noqa: BLE001 - report and go on
+        print(f"(raw launcher not measured: {type(exc).__name__}: {exc})")
+    rows += [
+        ("torch.add(x, 1, out=y)", lambda: torch.add(x, 1.0, out=y)),
+        ("x + 1", lambda: x + 1.0),
+        ("torch.empty_like(x)", lambda: torch.empty_like(x)),
+        ("F.layer_norm [8, 128]", lambda: torch.nn.functional.layer_norm(x.view(8, 128), (128,))),
+    ]
+    print(f"== A: host µs per call, no synchronisation (Triton {triton.__version__}) ==")
+    for name, f in rows:
+        print(f"{name:28s} {host_us_per_call(f):7.2f}")
+
+
+def e2e_ms(fn: Callable[..., Any], args: list[Any], n: int = 300) -> float:
+    times = []
+    with torch.no_grad():
+        for _ in range(30):
+            fn(*args)
+        for _ in range(n):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            fn(*args)
+            torch.cuda.synchronize()
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(times)
+
+
+class _TimedInterpreter(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.host_us: dict[str, list[float]] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        t0 = time.perf_counter_ns()
+        out = super().run_node(n)
+        self.host_us.setdefault(n.name, []).append((time.perf_counter_ns() - t0) / 1e3)
+        return out
+
+
+def node_host_us(gm: torch.fx.GraphModule, args: list[Any], reps: int = 200) -> dict[str, float]:
+    it = _TimedInterpreter(gm)
+    with torch.no_grad():
+        for _ in range(reps):
+            it.run(*args)
+            torch.cuda.synchronize()
+    return {k: statistics.median(v[reps // 10 :]) for k, v in it.host_us.items()}
+
+
+def decompose(cases: list[str]) -> None:
+    from passnet.passes import PassManager, trace_graph
+    from passnet.passes.library import build_reference_task
+    from passnet.sample import load_sample
+    from passnet.sample._trace import SampleTracer, trace_module
+
+    work = Path(tempfile.mkdtemp(prefix="passnet-profile-"))
+    tasks: dict[str, Any] = {}
+    print("\n== B: whole graph, e2e median ms; host µs of removed eager nodes vs replacements ==")
+    print(
+        f"{'pass':20s} {'graph':44s} {'eager':>7s} {'folded':>7s} {'traced':>7s} {'rewrit':>7s} "
+        f"{'rew/trc':>7s} {'removed':>8s} {'replace':>8s} {'calls':>5s}"
+    )
+    for case in cases:
+        pass_name, _, graph_name = case.partition(":")
+        if pass_name not in tasks:
+            tasks[pass_name] = build_reference_task(
+                pass_name, work / pass_name, dtypes=(torch.float32,)
+            )
+        task = tasks[pass_name]
+        path = next((p for p in task.graphs if p.name == graph_name), None)
+        if path is None:
+            print(f"{pass_name:20s} {graph_name[:44]:44s} (not a graph of this task)")
+            continue
+        sample = load_sample(path)
+        module = sample.build_module("cuda")
+        inputs = sample.replay_inputs("cuda", 0)
+        folded = trace_module(module, SampleTracer(keep_factories=False))
+        traced = trace_graph(module)
+        manager = PassManager.from_dirs(task.pass_dir)
+        result = manager.apply(trace_graph(module))
+        rewritten = result.graph_module
+        t_eager, t_folded = e2e_ms(module, inputs), e2e_ms(folded, inputs)
+        t_traced, t_rewritten = e2e_ms(traced, inputs), e2e_ms(rewritten, inputs)
+        before, after = node_host_us(traced, inputs), node_host_us(rewritten, inputs)
+        removed = sum(v for k, v in before.items() if k not in after)
+        calls = {site.call.name for site in result.sites}
+        replaced = sum(v for k, v in after.items() if k in calls)
+        print(
+            f"{pass_name:20s} {graph_name[:44]:44s} {t_eager:7.3f} {t_folded:7.3f} {t_traced:7.3f} "
+            f"{t_rewritten:7.3f} {t_traced / t_rewritten:7.3f} {removed:8.1f} {replaced:8.1f} "
+            f"{len(calls):5d}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), metavar="PASS:GRAPH")
+    parser.add_argument("--skip-launch", action="store_true", help="no table A")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("profile_rewrite needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if not args.skip_launch:
+        launch_overhead()
+    decompose(args.cases)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
