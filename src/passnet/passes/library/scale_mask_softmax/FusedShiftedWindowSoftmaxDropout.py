@@ -28,7 +28,9 @@ reciprocal, on CPU as a true division; the kernel does the same on each device.
 The wrapper has a fast path for the real case (float divisor and ``p``, operands of
 one dtype, contiguous, views that split and re-merge the window-batch dim); other
 dtypes, layouts and broadcasts are handled by copying the bias or mask to a
-contiguous layout the kernel reads with the same index arithmetic.
+contiguous layout the kernel reads with the same index arithmetic. The dtype
+helpers (``_promote``, ``_broadcast_shape``, ``_next_pow2``, the ``_round`` device
+function) are ``FusedScaleMaskSoftmax``'s, imported from that rule file.
 """
 
 import math
@@ -36,31 +38,11 @@ import math
 import torch
 import triton
 import triton.language as tl
+from pass_dir.FusedScaleMaskSoftmax import _broadcast_shape, _next_pow2, _promote, _round
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2}
 # MODE of the fast path (all of one dtype): SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND.
 _SAME_KIND_MODE = {torch.float32: 0, torch.float16: 13, torch.bfloat16: 26}
-
-
-def _promote(a, b):
-    """torch's type promotion between two of fp32/fp16/bf16 (fp16 with bf16 gives fp32)."""
-    if a == b:
-        return a
-    if _RANK[a] == _RANK[b]:
-        return torch.float32
-    return a if _RANK[a] > _RANK[b] else b
-
-
-def _broadcast_shape(*shapes):
-    ndim = max(len(s) for s in shapes)
-    out = []
-    for i in range(ndim):
-        sizes = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
-        if len(sizes) > 1:
-            raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-        out.append(sizes.pop() if sizes else 1)
-    return out
 
 
 def _resolve_view(sizes, numel):
@@ -75,32 +57,6 @@ def _resolve_view(sizes, numel):
             f"FusedShiftedWindowSoftmaxDropout: cannot view {numel} elements as {sizes}"
         )
     return sizes
-
-
-def _next_pow2(n):
-    """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
-    of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
-    n -= 1
-    n |= n >> 1
-    n |= n >> 2
-    n |= n >> 4
-    n |= n >> 8
-    n |= n >> 16
-    n |= n >> 32
-    return n + 1
-
-
-@triton.jit
-def _round(x, KIND: tl.constexpr):
-    # An eager fp16/bf16 op stores its result in that dtype: round where it does.
-    # bf16 rounds to nearest-even by bit arithmetic (Triton's interpreter truncates in .to()).
-    if KIND == 1:
-        x = x.to(tl.float16).to(tl.float32)
-    elif KIND == 2:
-        u = x.to(tl.uint32, bitcast=True)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        x = tl.where(x != x, x, u.to(tl.float32, bitcast=True))
-    return x
 
 
 @triton.jit
