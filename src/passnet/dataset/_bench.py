@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
@@ -213,7 +214,6 @@ def build_bench(
     ``overwrite``. Unreadable samples are listed in ``skipped`` with the reason.
     ``catalog``: a :class:`~passnet.dataset.Catalog` to record each task in.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     if stride < 1:
         raise DatasetError(f"stride must be at least 1, got {stride}")
@@ -228,8 +228,7 @@ def build_bench(
     wanted = {k.replace("_", "-") for k in kinds} if kinds else None
     result = BenchResult(str(out), seed, stride, eval_fraction, max_graphs_per_task)
     graphs: list[BenchGraph] = []
-    columns = (TextColumn("bench {task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, transient=True, disable=not progress) as bar:
+    with progress_bar("bench", progress) as bar:
         task_id = bar.add_task("reading", total=len(samples))
         for path in samples:
             try:

@@ -41,6 +41,7 @@ from passnet.dataset._fold import Folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import infer_symbolic_dims
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
+from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import (
     OpRange,
     ParentGraph,
@@ -538,7 +539,6 @@ def decompose_samples(
     with ``resume`` a sample already recorded there (same path, hash and kinds) is
     not done again. ``options`` go to :func:`decompose_sample`.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -555,14 +555,8 @@ def decompose_samples(
     if SubgraphKind.CLASSICAL in kind_list:
         folding, index_of = _fold_corpus(samples, out, options)
     results = []
-    columns = (
-        TextColumn("decompose {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
     with (
-        Progress(*columns, transient=True, disable=not progress) as bar,
+        progress_bar("decompose", progress) as bar,
         manifest.open("a") as sink,
     ):
         task = bar.add_task("", total=len(samples))

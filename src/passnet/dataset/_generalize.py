@@ -40,6 +40,7 @@ import sympy
 import torch
 import torch.fx
 
+from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._subgraph import (
     ParentGraph,
@@ -583,7 +584,6 @@ def generalize_samples(
     """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
     ``out_dir/generalize.jsonl`` as each sample finishes, and with ``resume`` a
     sample recorded there (same path and hash) is not done again."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -595,14 +595,8 @@ def generalize_samples(
         else {}
     )
     results = []
-    columns = (
-        TextColumn("generalize {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
     with (
-        Progress(*columns, transient=True, disable=not progress) as bar,
+        progress_bar("generalize", progress) as bar,
         manifest.open("a") as sink,
     ):
         task = bar.add_task("", total=len(samples))
