@@ -22,7 +22,8 @@ would serialise the GEMM, and for rows longer than 512 the row block would not f
 in registers. There the GEMM with the bias and residual epilogue runs as a tiled
 kernel over the output (storing the rounded sum, as eager does) and a second kernel
 normalises the rows in place: two launches instead of eager's three plus the
-dropout call.
+dropout call. ``_promote`` and the ``_round`` device function are
+``FusedAddLayerNorm``'s, imported from that rule file.
 """
 
 import math
@@ -30,23 +31,14 @@ import math
 import torch
 import triton
 import triton.language as tl
+from pass_dir.FusedAddLayerNorm import _promote, _round
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2}
 # The fused kernel takes weights of at most this many elements: one program (one SM)
 # runs 16 x numel multiply-adds and reads the whole weight. fp32 products run on the
 # CUDA cores (BERT-tiny's 128x512: 1M, a few us); fp16/bf16 on the tensor cores, bound
 # by reading the weight (bge-small-zh's 512x512, 512 KB).
 _FUSE_MAX_WEIGHT = {torch.float32: 65536, torch.float16: 262144, torch.bfloat16: 262144}
-
-
-def _promote(a, b):
-    """torch's type promotion between two of fp32/fp16/bf16 (fp16 with bf16 gives fp32)."""
-    if a == b:
-        return a
-    if _RANK[a] == _RANK[b]:
-        return torch.float32
-    return a if _RANK[a] > _RANK[b] else b
 
 
 def _broadcast_shape(a, b):
@@ -57,20 +49,6 @@ def _broadcast_shape(a, b):
         if x != y and x != 1 and y != 1:
             raise ValueError(f"FusedLinearAddLayerNorm: shapes {a} and {b} do not broadcast")
     return [max(x, y) if x and y else 0 for x, y in zip(a, b)]
-
-
-@triton.jit
-def _round(x, ptr):
-    # An eager fp16/bf16 op stores its result in that dtype (``ptr``'s element type):
-    # round where it does. bf16 rounds to nearest-even by bit arithmetic (Triton's
-    # interpreter truncates in .to()).
-    if ptr.dtype.element_ty == tl.float16:
-        x = x.to(tl.float16).to(tl.float32)
-    elif ptr.dtype.element_ty == tl.bfloat16:
-        u = x.to(tl.uint32, bitcast=True)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        x = tl.where(x != x, x, u.to(tl.float32, bitcast=True))
-    return x
 
 
 @triton.jit
