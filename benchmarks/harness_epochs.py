@@ -45,6 +45,8 @@ EPOCHS = tuple(os.environ.get("EPOCHS", "same,same,fresh,fresh,core,same").split
 
 
 def pin_early() -> None:
+    # The choice of passnet.evaluate._child._pin_to_one_core for GPU 0, written out here
+    # because importing passnet imports torch, and this runs before that.
     cores = sorted(os.sched_getaffinity(0))
     sib = {cores[0]}
     try:
@@ -61,13 +63,11 @@ def pin_early() -> None:
 def child(graph: str) -> None:
     if os.environ.get("PIN_EARLY"):
         pin_early()
-    import torch
 
     from passnet.compilers._builtin import compile_warm
     from passnet.data import dev_samples_dir
-    from passnet.evaluate._child import _clone, _pin_to_one_core
+    from passnet.evaluate._child import _clone, _measure, _pin_to_one_core
     from passnet.evaluate._settings import EvalSettings
-    from passnet.evaluate._timing import cuda_timer, measure_interleaved
     from passnet.sample import load_sample
 
     s = EvalSettings()
@@ -90,19 +90,7 @@ def child(graph: str) -> None:
         else:
             os.sched_setaffinity(0, home)
         t0 = time.time()
-        with torch.no_grad():
-            t = measure_interleaved(
-                {"compiled": (compiled, lambda a=args: a), "eager": (module, lambda a=args: a)},
-                timer=cuda_timer,
-                warmup=s.warmup,
-                trials=s.trials,
-                rounds=s.rounds,
-                unstable_threshold=s.unstable_threshold,
-                max_retries=s.max_retries,
-                min_warmup_s=s.min_warmup_s,
-                target_rel_se=s.target_rel_se,
-                max_extra_s=s.max_extra_s,
-            )
+        t = _measure(compiled, module, args, "cuda", s, mutating=False)  # the harness's timing
         e, c = t["eager"].e2e.median_ms, t["compiled"].e2e.median_ms
         print(
             "EPOCH "
