@@ -197,7 +197,8 @@ class ParentGraph:
         return self.sample.replay_inputs(self.device, self.seed)
 
     def floating_closure(self, node: torch.fx.Node) -> frozenset[torch.fx.Node]:
-        """Non-floating nodes (units' nodes, placeholders) that a floating node reads, transitively."""
+        """Non-floating nodes (units' nodes, placeholders) that ``node`` reads, looking
+        transitively through floating nodes (cached)."""
         cached = self._closure_cache.get(node)
         if cached is not None:
             return cached
@@ -213,13 +214,7 @@ class ParentGraph:
 
     def direct_deps(self, node: torch.fx.Node) -> set[torch.fx.Node]:
         """Non-floating nodes a node reads, looking through floating nodes."""
-        out: set[torch.fx.Node] = set()
-        for a in node.all_input_nodes:
-            if a in self.floating:
-                out |= self.floating_closure(a)
-            else:
-                out.add(a)
-        return out
+        return set(self.floating_closure(node))
 
 
 def _value_kind(value: Any) -> str:
