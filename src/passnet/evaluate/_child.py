@@ -9,13 +9,12 @@ Everything sent back is plain data (strings, numbers, dicts).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +59,6 @@ class _Stage:
 
 def _clone(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
-def _to_device(values: list[Any], device: str) -> list[Any]:
-    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def _sync(device: str) -> None:
@@ -172,15 +167,9 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     device = req.device
     stage.enter("load")
     sample = load_sample(req.sample_path)
-    # Inputs are drawn on the CPU with every core; then, on CUDA, the process is pinned
-    # to its core before its first CUDA call, so the context, the driver's threads and
-    # everything after start there (docs/evaluation.md, "Pinning from the start").
-    host1 = sample.replay_inputs("cpu", s.seed)
-    host2 = sample.replay_inputs("cpu", s.seed + 1)
-    pin = _pin_to_one_core(device) if s.pin_cpu else None
     module = sample.build_module(device)
-    inputs1, inputs2 = _to_device(host1, device), _to_device(host2, device)
-    del host1, host2
+    inputs1 = sample.replay_inputs(device, s.seed)
+    inputs2 = sample.replay_inputs(device, s.seed + 1)
     result["device_name"] = (
         torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     )
@@ -192,8 +181,7 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     if s.poison_allocator:
         _poison_free_memory(device)
     try:
-        with _all_cores(pin):
-            compiled = compiler.compile(module, _clone(inputs1))
+        compiled = compiler.compile(module, _clone(inputs1))
         stage.enter("compiled_run")
         with compiler.checked_call():
             out_c, args_c = _call(compiled, inputs1, device)
@@ -221,6 +209,8 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     timings = None
     if s.time_graphs:
         stage.enter("measure")
+        if s.pin_cpu:
+            _pin_to_one_core(device)
         timings = _measure(
             compiled, module, inputs1, device, s, _mutating(inputs1, module, compiled, device)
         )
@@ -288,56 +278,23 @@ def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> boo
     return False
 
 
-@dataclasses.dataclass(frozen=True)
-class _Pin:
-    """What pinning changed: the cores allowed before and torch's intra-op thread count."""
-
-    allowed: frozenset[int]
-    threads: int
-
-
-def _pin_to_one_core(device: str) -> _Pin | None:
-    """Pin this process to one core chosen by GPU index, with one intra-op thread.
+def _pin_to_one_core(device: str) -> None:
+    """Pin this process to one core chosen by GPU index (after compilation, before timing).
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
     worker removes core-to-core and migration differences between runs. Cores are
     taken from the end of the allowed set (the kernel and most daemons favour the
-    first ones), skipping core 0's hyper-thread siblings, two apart per GPU. torch's
-    thread pool is sized for every allowed core (the forkserver imported torch before
-    any pinning), and that many threads on one core would contend with each other:
-    it shrinks to one. None (nothing changed) on CPU, without affinity support, or
-    with a single core.
+    first ones), skipping core 0's hyper-thread siblings, two apart per GPU.
     """
     if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
-        return None
-    allowed = frozenset(os.sched_getaffinity(0))
-    cores = sorted(allowed)
+        return
+    cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
-        return None
+        return
     busy = _siblings(cores[0])
     candidates = [c for c in reversed(cores) if c not in busy] or cores[::-1]
     index = torch.device(device).index or 0
-    pin = _Pin(allowed, torch.get_num_threads())
     os.sched_setaffinity(0, {candidates[(2 * index) % len(candidates)]})
-    torch.set_num_threads(1)
-    return pin
-
-
-@contextlib.contextmanager
-def _all_cores(pin: _Pin | None) -> Iterator[None]:
-    """Compile on every allowed core with the full thread pool (Inductor's compile
-    workers are forked here and keep the mask they start with), then pin again."""
-    if pin is None:
-        yield
-        return
-    pinned = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, pin.allowed)
-    torch.set_num_threads(pin.threads)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, pinned)
-        torch.set_num_threads(1)
 
 
 def _siblings(core: int) -> set[int]:
