@@ -25,6 +25,13 @@ B. For task graphs of the reference passes (float32): the end-to-end median
 ``traced`` vs ``eager`` shows what tracing alone changes; ``rewritten`` vs ``traced``
 is what the passes change.
 
+C. For the same graphs, host-bound or device-bound? ``torch.profiler`` (CUDA activity)
+   over 20 calls of ``traced`` and ``rewritten``: kernels and device microseconds per
+   call, the host microseconds per call to enqueue the graph without synchronising,
+   and the device time of the kernels the rewrite removed against the kernels it added
+   (top three of each by time). A graph whose enqueue time is below its device time is
+   device-bound, and only device time can speed it up.
+
 Usage (torch + triton with a CUDA GPU)::
 
     PYTHONPATH=src python3 benchmarks/passes/profile_rewrite.py
@@ -34,6 +41,7 @@ Usage (torch + triton with a CUDA GPU)::
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -148,7 +156,82 @@ def node_host_us(gm: torch.fx.GraphModule, args: list[Any], reps: int = 200) -> 
     return {k: statistics.median(v[reps // 10 :]) for k, v in it.host_us.items()}
 
 
-def decompose(cases: list[str]) -> None:
+def enqueue_us(fn: Callable[..., Any], args: list[Any], n: int = 50) -> float:
+    """Host microseconds per call when calls are only enqueued (one synchronisation at the end)."""
+    with torch.no_grad():
+        for _ in range(10):
+            fn(*args)
+        loops = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                fn(*args)
+            loops.append((time.perf_counter_ns() - t0) / n / 1e3)
+            torch.cuda.synchronize()
+    return min(loops)
+
+
+def device_kernels(fn: Callable[..., Any], args: list[Any], n: int = 20) -> dict[str, list[float]]:
+    """Kernel name -> [launches per call, device µs per call] under torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        for _ in range(10):
+            fn(*args)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                fn(*args)
+            torch.cuda.synchronize()
+    kernels: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        entry = kernels.setdefault(ev.name, [0.0, 0.0])
+        entry[0] += 1 / n
+        entry[1] += ev.time_range.elapsed_us() / n
+    return kernels
+
+
+def _short(name: str, width: int = 34) -> str:
+    name = re.sub(r"\(.*", "", name.replace("void ", "")).split("::")[-1]
+    return name[:width]
+
+
+def device_side(cases: list[tuple[str, Any, Any, list[Any]]]) -> None:
+    print("\n== C: device µs per call (torch.profiler), host µs to enqueue one call ==")
+    print(
+        f"{'pass':20s} {'graph':34s} {'k.trc':>5s} {'k.rew':>5s} {'dev.trc':>8s} {'dev.rew':>8s} "
+        f"{'enq.trc':>8s} {'enq.rew':>8s} {'removed':>8s} {'added':>8s}"
+    )
+    details = []
+    for label, traced, rewritten, inputs in cases:
+        before, after = device_kernels(traced, inputs), device_kernels(rewritten, inputs)
+        removed = {k: before[k][1] - after.get(k, [0, 0])[1] for k in before}
+        removed = {k: v for k, v in removed.items() if v > 0.05}
+        added = {k: after[k][1] - before.get(k, [0, 0])[1] for k in after}
+        added = {k: v for k, v in added.items() if v > 0.05}
+        pass_name, graph_name = label.split(":")
+        print(
+            f"{pass_name:20s} {graph_name[:34]:34s} "
+            f"{sum(v[0] for v in before.values()):5.0f} {sum(v[0] for v in after.values()):5.0f} "
+            f"{sum(v[1] for v in before.values()):8.1f} {sum(v[1] for v in after.values()):8.1f} "
+            f"{enqueue_us(traced, inputs):8.1f} {enqueue_us(rewritten, inputs):8.1f} "
+            f"{sum(removed.values()):8.1f} {sum(added.values()):8.1f}"
+        )
+        top = sorted(removed.items(), key=lambda kv: -kv[1])[:3]
+        new = sorted(added.items(), key=lambda kv: -kv[1])[:3]
+        details.append(
+            f"  {label[:60]}\n    removed: "
+            + ", ".join(f"{_short(k)} {v:.1f}" for k, v in top)
+            + "\n    added:   "
+            + ", ".join(f"{_short(k)} {v:.1f}" for k, v in new)
+        )
+    print("\n".join(details))
+
+
+def decompose(cases: list[str]) -> list[tuple[str, Any, Any, list[Any]]]:
     from passnet.passes import PassManager, trace_graph
     from passnet.passes.library import build_reference_task
     from passnet.sample import load_sample
@@ -156,6 +239,7 @@ def decompose(cases: list[str]) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="passnet-profile-"))
     tasks: dict[str, Any] = {}
+    kept: list[tuple[str, Any, Any, list[Any]]] = []
     print("\n== B: whole graph, e2e median ms; host µs of removed eager nodes vs replacements ==")
     print(
         f"{'pass':20s} {'graph':44s} {'eager':>7s} {'folded':>7s} {'traced':>7s} {'rewrit':>7s} "
@@ -191,6 +275,8 @@ def decompose(cases: list[str]) -> None:
             f"{t_rewritten:7.3f} {t_traced / t_rewritten:7.3f} {removed:8.1f} {replaced:8.1f} "
             f"{len(calls):5d}"
         )
+        kept.append((case, traced, rewritten, inputs))
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.skip_launch:
         launch_overhead()
-    decompose(args.cases)
+    device_side(decompose(args.cases))
     return 0
 
 
