@@ -9,8 +9,9 @@ Matches the ``BertSelfOutput``/``BertOutput`` block of BERT-style encoders
 
 Eager runs the GEMM, the dropout call (no kernel, but its host cost), the add and
 the LayerNorm. The kernel computes ``x @ weight.T`` for 16 rows of ``x`` and the
-whole hidden size at once (fp32 accumulation over K; IEEE fp32 products for fp32
-inputs, as eager uses no TF32), adds the bias and rounds to x's dtype where eager
+whole hidden size at once (fp32 accumulation over K; for fp32 inputs three TF32
+tensor-core products per tile, ``tf32x3``, which recover fp32 accuracy, as eager
+uses no TF32), adds the bias and rounds to x's dtype where eager
 stores the linear result, adds the residual and rounds to the sum's dtype where
 eager stores the sum, and normalises the rows, still in registers, with a two-pass
 fp32 mean/variance.
@@ -88,7 +89,7 @@ def _linear_add(
             other=0.0,
         )
         if x_ptr.dtype.element_ty == tl.float32:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
+            acc = tl.dot(a, b, acc, input_precision="tf32x3")
         elif UPCAST:
             # bf16/fp16 products are exact in fp32: same result as the half-precision MMA
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
