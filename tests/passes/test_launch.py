@@ -7,6 +7,7 @@ without one.
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,8 +52,19 @@ def _fast(kernel: _Kernel) -> FastRun:
 
 
 @pytest.fixture
-def kernel() -> _Kernel:
+def kernel(monkeypatch: pytest.MonkeyPatch) -> _Kernel:
+    # Launch hooks (a profiler's) may be set by whatever ran before in this process.
+    monkeypatch.setattr(_launch, "_hooks_set", lambda: False)
     return _Kernel(("x", False), ("y", False), ("n", False), ("BLOCK", True))
+
+
+def test_launch_hooks_send_every_call_through_triton(kernel, monkeypatch) -> None:
+    monkeypatch.setattr(_launch, "_hooks_set", lambda: True)
+    run = _fast(kernel)
+    x = torch.zeros(8)
+    run(x, x, 8, 8, grid=(1,))
+    run(x, x, 8, 8, grid=(1,))
+    assert run.fast_calls == 0 and len(kernel.compiles) == 2
 
 
 def test_second_call_of_a_key_goes_to_the_launcher_with_every_argument(kernel) -> None:
@@ -144,3 +156,15 @@ def test_probe_passes_on_this_gpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     assert _launch._probe() == (True, "")
+
+
+def test_hooks_count_only_when_something_is_hooked(monkeypatch) -> None:
+    runtime = SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
+    monkeypatch.setitem(sys.modules, "triton.knobs", SimpleNamespace(runtime=runtime))
+    assert not _launch._hooks_set()
+    runtime.launch_enter_hook = SimpleNamespace(calls=[])  # Triton's empty HookChain
+    assert not _launch._hooks_set()
+    runtime.launch_exit_hook = SimpleNamespace(calls=[print])
+    assert _launch._hooks_set()
+    runtime.launch_exit_hook = print  # older Triton: the hook itself
+    assert _launch._hooks_set()

@@ -133,13 +133,17 @@ def _hooks_set() -> bool:
     """Launch hooks (profilers such as Proton) need Triton's own path."""
     knobs = sys.modules.get("triton.knobs")
     runtime = getattr(knobs, "runtime", None)
-    return bool(
-        runtime is not None
-        and (
-            getattr(runtime, "launch_enter_hook", None)
-            or getattr(runtime, "launch_exit_hook", None)
-        )
+    return runtime is not None and any(
+        _active(getattr(runtime, name, None)) for name in ("launch_enter_hook", "launch_exit_hook")
     )
+
+
+def _active(hook: Any) -> bool:
+    # Newer Triton keeps a HookChain there, empty unless something was added.
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return True if calls is None else bool(calls)
 
 
 def kernels_of(namespaces: list[dict[str, Any]]) -> list[Any]:
