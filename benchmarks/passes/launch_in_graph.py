@@ -300,7 +300,6 @@ def gemm_precision(work: Path) -> None:
 
 def add_layer_norm_alone(work: Path) -> None:
     from passnet.passes import PassManager, trace_graph
-    from passnet.passes._launch import accelerate_rules
     from passnet.passes.library import build_reference_task
     from passnet.sample import load_sample
 
@@ -319,11 +318,8 @@ def add_layer_norm_alone(work: Path) -> None:
         module = sample.build_module("cuda")
         inputs = sample.replay_inputs("cuda", 0)
         traced = trace_graph(module)
-        managers = PassManager.from_dirs(task.pass_dir), PassManager.from_dirs(alone)
-        for manager in managers:
-            accelerate_rules(manager.rules)  # as pass_mgr does on CUDA
-        both = managers[0].apply(trace_graph(module))
-        only = managers[1].apply(trace_graph(module))
+        both = PassManager.from_dirs(task.pass_dir).apply(trace_graph(module))
+        only = PassManager.from_dirs(alone).apply(trace_graph(module))
         variants = {"trace": traced, "both": both.graph_module, "alone": only.graph_module}
         runs: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(ROUNDS):

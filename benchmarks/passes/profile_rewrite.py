@@ -233,7 +233,6 @@ def device_side(cases: list[tuple[str, Any, Any, list[Any]]]) -> None:
 
 def decompose(cases: list[str]) -> list[tuple[str, Any, Any, list[Any]]]:
     from passnet.passes import PassManager, trace_graph
-    from passnet.passes._launch import accelerate_rules
     from passnet.passes.library import build_reference_task
     from passnet.sample import load_sample
     from passnet.sample._trace import SampleTracer, trace_module
@@ -263,7 +262,6 @@ def decompose(cases: list[str]) -> list[tuple[str, Any, Any, list[Any]]]:
         folded = trace_module(module, SampleTracer(keep_factories=False))
         traced = trace_graph(module)
         manager = PassManager.from_dirs(task.pass_dir)
-        accelerate_rules(manager.rules)  # as pass_mgr does on CUDA
         result = manager.apply(trace_graph(module))
         rewritten = result.graph_module
         t_eager, t_folded = e2e_ms(module, inputs), e2e_ms(folded, inputs)

@@ -27,7 +27,6 @@ from passnet.errors import CompileError, PassError, PassLoadError
 from passnet.evaluate._record import PassReport
 from passnet.passes._graph import trace_graph
 from passnet.passes._guard import DispatchGuard
-from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
 from passnet.passes._opaque import make_opaque
 
@@ -56,7 +55,6 @@ class _PassCompiler(Compiler):
         self._manager: PassManager | None = None
         self._report: PassReport | None = None
         self._keep_alive: list[Any] = []
-        self._accelerated = False
 
     def _load(self) -> PassManager:
         if self._manager is None:
@@ -79,12 +77,6 @@ class _PassCompiler(Compiler):
             raise CompileError(
                 f"cannot trace the graph with torch.fx: {type(exc).__name__}: {exc}"
             ) from exc
-        if not self._accelerated and any(
-            isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs
-        ):
-            # The harness's lean Triton launcher for the pass kernels (passes/_launch.py).
-            self._accelerated = True
-            accelerate_rules([*manager.rules, *manager.const_rules])
         result = manager.apply(gm)
         self._report = result.report
         result.raise_if_unmatched()

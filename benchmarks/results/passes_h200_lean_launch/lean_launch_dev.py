@@ -12,9 +12,10 @@ A replacement that saves two or three eager ops loses that back on the launch.
 ``run``: the specialization key is computed from the arguments directly (dtype and
 16-byte alignment of tensors; for integers whether they equal 1, are multiples of
 16 and fit in 32 bits; constexpr values as they are), and a known key calls the
-compiled kernel's launcher with the arguments as given. Anything else — the first
-call of a key, a callable grid, parameters passed by keyword, argument types the
-key does not cover, launch hooks — goes through Triton's own ``run`` unchanged.
+compiled kernel's launcher with every parameter in order (those passed by keyword,
+usually the constexprs, included). Anything else — the first
+call of a key, a callable grid, parameters left to their defaults, argument types
+the key does not cover, launch hooks — goes through Triton's own ``run`` unchanged.
 The key is at least as fine as Triton's, so a cached kernel is always one that
 Triton would have chosen.
 
@@ -89,27 +90,39 @@ class FastRun:
         self.fn = fn
         self.original = type(fn).run
         self.constexpr = tuple(bool(p.is_constexpr) for p in fn.params)
-        self.names = frozenset(p.name for p in fn.params)
+        self.names = tuple(p.name for p in fn.params)
         self.cache: dict[tuple[Any, ...], Any] = {}
         self.device = device or torch.cuda.current_device
         self.stream = stream or torch._C._cuda_getCurrentRawStream
         self.fast_calls = 0
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        if warmup or callable(grid) or len(args) != len(self.constexpr) or self.names & set(kwargs):
+        n = len(args)
+        if warmup or callable(grid) or n > len(self.names):
             return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
+        options = kwargs
+        if n < len(self.names):
+            # Parameters after the positional ones must all come by keyword (as constexprs
+            # usually do); the rest of kwargs are launch options such as num_warps.
+            rest = self.names[n:]
+            if not all(name in kwargs for name in rest):
+                return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
+            args = (*args, *(kwargs[name] for name in rest))
+            options = {k: v for k, v in kwargs.items() if k not in rest}
+        elif any(name in kwargs for name in self.names):
+            return self.original(self.fn, *args[:n], grid=grid, warmup=warmup, **kwargs)
         try:
             key = (
                 self.device(),
-                tuple(sorted(kwargs.items())),
+                tuple(sorted(options.items())),
                 *map(_spec, args, self.constexpr),
             )
             compiled = self.cache.get(key)
         except (_Unsupported, TypeError):
-            return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
+            return self.original(self.fn, *args, grid=grid, warmup=warmup, **options)
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         if compiled is None or gx * gy * gz <= 0 or _hooks_set():
-            compiled = self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
+            compiled = self.original(self.fn, *args, grid=grid, warmup=warmup, **options)
             if hasattr(compiled, "function") and hasattr(compiled, "packed_metadata"):
                 self.cache[key] = compiled
             return compiled
@@ -193,8 +206,8 @@ def _probe() -> tuple[bool, str]:
         run = FastRun(_probe_kernel)
         x = torch.arange(1000, device="cuda", dtype=torch.float32)
         y0, y1 = torch.zeros_like(x), torch.full_like(x, float("nan"))
-        run(x, y0, 1000, 2.0, True, 256, grid=(4,))
-        run(x, y1, 1000, 2.0, True, 256, grid=(4,))
+        run(x, y0, 1000, 2.0, True, BLOCK=256, grid=(4,), num_warps=2)
+        run(x, y1, 1000, 2.0, True, BLOCK=256, grid=(4,), num_warps=2)
         torch.cuda.synchronize()
         if run.fast_calls != 1:
             return False, "the probe's second launch did not take the lean path"
