@@ -47,6 +47,7 @@ import torch
 import torch.fx
 import triton
 import triton.language as tl
+from profile_rewrite import device_kernels, e2e_ms  # this folder (the script's own)
 
 N_SITES = 8
 ROUNDS = 5
@@ -130,20 +131,6 @@ SITES = {
 }
 
 
-def e2e_ms(fn: Callable[..., Any], args: list[Any], n: int = 200) -> float:
-    times = []
-    with torch.no_grad():
-        for _ in range(20):
-            fn(*args)
-        for _ in range(n):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            fn(*args)
-            torch.cuda.synchronize()
-            times.append((time.perf_counter_ns() - t0) / 1e6)
-    return statistics.median(times)
-
-
 def loop_us(fn: Callable[[], Any], n: int = 3000) -> float:
     for _ in range(200):
         fn()
@@ -201,22 +188,9 @@ def in_graph(cases: list[str]) -> None:
         )
 
 
-def device_us(fn: Callable[[], Any], n: int = 50) -> float:
-    from torch.profiler import ProfilerActivity, profile
-
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    total = sum(
-        ev.time_range.elapsed_us()
-        for ev in prof.events()
-        if ev.device_type == torch.autograd.DeviceType.CUDA
-    )
-    return total / n
+def device_us(fn: Callable[[], Any]) -> float:
+    """Device µs per call: the sum over kernels of profile_rewrite's device_kernels."""
+    return sum(us for _, us in device_kernels(fn, []).values())
 
 
 def _load_variant(source: Path, name: str, edit: Callable[[str], str]) -> Any:
