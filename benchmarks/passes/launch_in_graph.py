@@ -38,7 +38,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,17 +46,15 @@ import torch
 import torch.fx
 import triton
 import triton.language as tl
-from profile_rewrite import device_kernels, e2e_ms  # this folder (the script's own)
+from profile_rewrite import (  # this folder (the script's own)
+    _add_one,
+    device_kernels,
+    e2e_ms,
+    host_us_per_call,
+)
 
 N_SITES = 8
 ROUNDS = 5
-
-
-@triton.jit
-def _add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1.0, mask=m)
 
 
 @triton.jit
@@ -131,20 +128,6 @@ SITES = {
 }
 
 
-def loop_us(fn: Callable[[], Any], n: int = 3000) -> float:
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter_ns() - t0) / n / 1e3)
-        torch.cuda.synchronize()
-    return best
-
-
 def with_sites(traced: torch.fx.GraphModule, site: Callable[[], None]) -> torch.fx.GraphModule:
     gm = torch.fx.GraphModule(traced, torch.fx.Graph())
     gm.graph = _copy_graph(traced.graph)
@@ -169,7 +152,7 @@ def in_graph(cases: list[str]) -> None:
     from passnet.sample import load_sample
 
     print(f"== A: in-graph cost of one call, µs (e2e delta / {N_SITES}); tight loop µs in () ==")
-    loops = {k: loop_us(f) for k, f in _LAUNCH.items()}
+    loops = {k: host_us_per_call(f, 3000) for k, f in _LAUNCH.items()}
     print(f"{'graph':40s} {'trace ms':>9s} " + " ".join(f"{k:>14s}" for k in SITES))
     for rel in cases:
         sample = load_sample(rel)
