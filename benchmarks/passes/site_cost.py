@@ -38,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -132,15 +133,35 @@ class _NoLaunch:
         return None
 
 
+def _pass_namespaces(functions: list[Callable[..., Any]]) -> list[dict[str, Any]]:
+    """The globals of the pass modules ``functions`` use, followed through the functions
+    and modules of the same package (a pass importing its kernel from a helper file)."""
+    seen: dict[int, dict[str, Any]] = {}
+    todo = [fn.__globals__ for fn in functions]
+    packages = {fn.__module__.partition(".")[0] for fn in functions}
+    while todo:
+        namespace = todo.pop()
+        if id(namespace) in seen:
+            continue
+        seen[id(namespace)] = namespace
+        for value in namespace.values():
+            if isinstance(value, types.FunctionType):
+                if value.__module__ and value.__module__.partition(".")[0] in packages:
+                    todo.append(value.__globals__)
+            elif isinstance(value, types.ModuleType):
+                if value.__name__.partition(".")[0] in packages:
+                    todo.append(value.__dict__)
+    return list(seen.values())
+
+
 @contextlib.contextmanager
 def no_launch(functions: list[Callable[..., Any]]) -> Iterator[None]:
-    """Replace every Triton kernel in the modules of ``functions`` by :class:`_NoLaunch`."""
+    """Replace every Triton kernel in the pass modules of ``functions`` by :class:`_NoLaunch`."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
     swapped: list[tuple[dict[str, Any], str, Any]] = []
-    for fn in functions:
-        namespace = fn.__globals__
+    for namespace in _pass_namespaces(functions):
         for key, value in list(namespace.items()):
             if isinstance(value, (JITFunction, InterpretedFunction)):
                 swapped.append((namespace, key, value))
@@ -150,6 +171,24 @@ def no_launch(functions: list[Callable[..., Any]]) -> Iterator[None]:
     finally:
         for namespace, key, value in swapped:
             namespace[key] = value
+
+
+def _allocator(example: Any) -> Callable[..., Any]:
+    """A replacement that only allocates outputs shaped like ``example`` (the real one's)."""
+    values = example if isinstance(example, (tuple, list)) else [example]
+    specs = [(tuple(v.shape), v.dtype, v.device) for v in values]
+    if not isinstance(example, (tuple, list)):
+        shape, dtype, device = specs[0]
+
+        def allocate_one(*args: Any) -> Any:
+            return torch.empty(shape, dtype=dtype, device=device)
+
+        return allocate_one
+
+    def allocate(*args: Any) -> Any:
+        return tuple(torch.empty(s, dtype=d, device=dev) for s, d, dev in specs)
+
+    return allocate
 
 
 def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | None:
@@ -172,28 +211,41 @@ def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | No
     inputs = sample.replay_inputs(_DEVICE, 0)
     manager = PassManager.from_dirs(task.pass_dir)
 
-    def rewrite(direct: bool) -> tuple[torch.fx.GraphModule, set[str], list[Any]]:
-        result = manager.apply(trace_graph(module))
+    examples: dict[int, Any] = {}
+
+    def rewrite(mode: str) -> tuple[torch.fx.GraphModule, set[str], list[Any], set[str]]:
+        """The rewritten trace with its call nodes calling per ``mode``; also the names of
+        its site nodes, the replacement functions, and the names of the erased trace nodes."""
+        gm = trace_graph(module)
+        before = list(gm.graph.nodes)
+        result = manager.apply(gm)
         gm = result.graph_module
+        alive = set(gm.graph.nodes)
+        erased = {n.name for n in before if n not in alive}
         site_nodes = {s.call.name for s in result.sites}
-        for site in result.sites:
+        for i, site in enumerate(result.sites):
             site_nodes |= {u.name for u in site.call.users}  # getitem of multi-output passes
-            if direct:
+            if mode == "direct":
                 site.call.target = site.rule.replacement
+            elif mode == "alloc":
+                site.call.target = _allocator(examples[i])
+            elif mode == "record":
+                site.call.target = _recorder(site.rule.replacement, examples, i)
         gm.recompile()
-        return gm, site_nodes, [s.rule.replacement for s in result.sites]
+        return gm, site_nodes, [s.rule.replacement for s in result.sites], erased
 
     trace = trace_graph(module)
-    pm, sites, functions = rewrite(direct=False)
-    direct, _, _ = rewrite(direct=True)
+    pm, sites, functions, removed = rewrite("pm")
+    direct = rewrite("direct")[0]
     with torch.no_grad():  # compile the kernels before anything is timed
         pm(*inputs)
+        rewrite("record")[0](*inputs)
         _sync()
-    removed = {n.name for n in trace.graph.nodes} - {n.name for n in pm.graph.nodes}
     t_trace = node_us(trace_graph(module), inputs)
     out: dict[str, Any] = {
         "case": case,
         "calls": len(functions),
+        "removed": len(removed),
         "stamp_us": t_trace["<empty>"],
         "trace": _row(e2e_ms(trace, inputs), t_trace, removed),
     }
@@ -201,12 +253,23 @@ def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | No
         ("pm", pm, contextlib.nullcontext),
         ("direct", direct, contextlib.nullcontext),
         ("nolaunch", direct, lambda: no_launch(functions)),
+        ("alloc", rewrite("alloc")[0], contextlib.nullcontext),
     ):
         with ctx():
             e2e = e2e_ms(gm, inputs)
-            t = node_us(rewrite(direct=label != "pm")[0], inputs)
+            t = node_us(
+                rewrite("pm" if label == "pm" else label.replace("nolaunch", "direct"))[0], inputs
+            )
         out[label] = _row(e2e, t, sites)
     return out
+
+
+def _recorder(fn: Callable[..., Any], store: dict[int, Any], index: int) -> Callable[..., Any]:
+    def record(*args: Any) -> Any:
+        store[index] = fn(*args)
+        return store[index]
+
+    return record
 
 
 def _row(e2e: float, node_times: dict[str, float], site_nodes: set[str]) -> dict[str, float]:
@@ -233,26 +296,36 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="passnet-site-cost-"))
     tasks: dict[str, Any] = {}
     rows = [r for case in args.cases if (r := measure(case, work, tasks)) is not None]
+    variants = ("trace", "pm", "direct", "nolaunch", "alloc")
     print("\n== e2e median ms (no stamps) ==")
-    print(f"{'case':62s} {'trace':>7s} {'pm':>7s} {'direct':>7s} {'nolaunch':>8s}")
+    print(f"{'case':62s} " + " ".join(f"{v:>8s}" for v in variants))
     for r in rows:
-        print(
-            f"{r['case'][:62]:62s} {r['trace']['e2e']:7.3f} {r['pm']['e2e']:7.3f} "
-            f"{r['direct']['e2e']:7.3f} {r['nolaunch']['e2e']:8.3f}"
-        )
-    print("\n== host µs per graph call, summed node medians: site nodes | all other nodes ==")
-    print("(site: trace = the removed nodes; a stamp interval costs 'stamp' µs per node)")
+        print(f"{r['case'][:62]:62s} " + " ".join(f"{r[v]['e2e']:8.3f}" for v in variants))
+    print("\n== host µs per graph call (sum of node medians): site nodes / all nodes ==")
+    print("site: trace = the erased nodes; otherwise the replacement calls (and their getitems)")
     print(
-        f"{'case':62s} {'n':>2s} {'stamp':>5s} "
-        f"{'site:trace':>10s} {'pm':>6s} {'direct':>6s} {'nolnch':>6s} "
-        f"{'rest:trace':>10s} {'pm':>7s} {'direct':>7s} {'nolnch':>7s}"
+        f"{'case':62s} {'rm':>3s} {'n':>2s} {'stamp':>5s} "
+        + " ".join(f"{v:>15s}" for v in variants)
     )
     for r in rows:
+        cells = " ".join(
+            f"{r[v]['site']:6.1f} / {r[v]['site'] + r[v]['rest']:6.1f}" for v in variants
+        )
         print(
-            f"{r['case'][:62]:62s} {r['calls']:2d} {r['stamp_us']:5.2f} "
-            f"{r['trace']['site']:10.1f} {r['pm']['site']:6.1f} {r['direct']['site']:6.1f} "
-            f"{r['nolaunch']['site']:6.1f} {r['trace']['rest']:10.1f} {r['pm']['rest']:7.1f} "
-            f"{r['direct']['rest']:7.1f} {r['nolaunch']['rest']:7.1f}"
+            f"{r['case'][:62]:62s} {r['removed']:3d} {r['calls']:2d} {r['stamp_us']:5.2f} {cells}"
+        )
+    print("\n== per call site, µs: eager nodes it removed, and the replacement's parts ==")
+    print("(pass manager = pm - direct; launch = direct - nolaunch; wrapper = nolaunch - alloc)")
+    print(
+        f"{'case':62s} {'eager':>6s} {'pm':>6s} {'passmgr':>7s} {'launch':>6s} {'wrapper':>7s} {'alloc':>6s}"
+    )
+    for r in rows:
+        n = r["calls"]
+        site = {v: r[v]["site"] / n for v in variants}
+        print(
+            f"{r['case'][:62]:62s} {site['trace']:6.1f} {site['pm']:6.1f} "
+            f"{site['pm'] - site['direct']:7.1f} {site['direct'] - site['nolaunch']:6.1f} "
+            f"{site['nolaunch'] - site['alloc']:7.1f} {site['alloc']:6.1f}"
         )
     return 0
 
