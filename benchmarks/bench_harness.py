@@ -30,6 +30,7 @@ results to $OUT when that variable is set).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -139,24 +140,42 @@ def run_repeat_phase(args: argparse.Namespace) -> None:
     from passnet.evaluate import evaluate_sample
 
     settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    # With --compare-pause-gc every graph alternates processes with and without the
+    # collector paused while timing, so both see the same machine at the same time.
+    variants = {"": settings}
+    if args.compare_pause_gc:
+        variants = {
+            "gc on": dataclasses.replace(settings, pause_gc=False),
+            "gc paused": dataclasses.replace(settings, pause_gc=True),
+        }
     rows = []
     for graph in REPEAT_GRAPHS:
-        speedups = []
+        speedups: dict[str, list[float]] = {label: [] for label in variants}
         for _ in range(args.repeats):
-            r = evaluate_sample(
-                Path(args.samples) / graph, args.compiler, device=args.device, settings=settings
+            for label, s in variants.items():
+                r = evaluate_sample(
+                    Path(args.samples) / graph, args.compiler, device=args.device, settings=s
+                )
+                if r.speedup_e2e:
+                    speedups[label].append(r.speedup_e2e)
+                rows.append(
+                    {
+                        "graph": graph,
+                        "variant": label,
+                        "speedup_e2e": r.speedup_e2e,
+                        "status": r.status.value,
+                    }
+                )
+        for label, ok in speedups.items():
+            logs = [math.log(x) for x in ok]
+            spread = (max(logs) - min(logs)) if logs else float("nan")
+            pairs = [abs(a - b) for a, b in zip(logs, logs[1:])]
+            median_pair = statistics.median(pairs) * 100 if pairs else float("nan")
+            print(
+                f"{graph[-50:]:50s} {label:9s} "
+                + " ".join(f"{x:.4f}" for x in ok)
+                + f"  range {spread * 100:.2f}%  consecutive median {median_pair:.2f}%"
             )
-            speedups.append(r.speedup_e2e)
-            rows.append({"graph": graph, "speedup_e2e": r.speedup_e2e, "status": r.status.value})
-        ok = [x for x in speedups if x]
-        logs = [math.log(x) for x in ok]
-        spread = (max(logs) - min(logs)) if logs else float("nan")
-        pairs = [abs(a - b) for a, b in zip(logs, logs[1:])]
-        print(
-            f"{graph[-50:]:50s} "
-            + " ".join(f"{x:.4f}" for x in ok)
-            + f"  range {spread * 100:.2f}%  consecutive median {statistics.median(pairs) * 100 if pairs else float('nan'):.2f}%"
-        )
     if os.environ.get("OUT"):
         (Path(os.environ["OUT"]) / "repeat.json").write_text(json.dumps(rows, indent=1))
 
@@ -275,6 +294,11 @@ def main() -> int:
         "--phase", required=True, choices=[*PHASES, "report", "cache", "cache-one", "repeat"]
     )
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--compare-pause-gc",
+        action="store_true",
+        help="repeat phase: alternate processes with the garbage collector on / paused while timing",
+    )
     p.add_argument("--label", default="cold", help=argparse.SUPPRESS)
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--device", default="cuda")

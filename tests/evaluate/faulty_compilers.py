@@ -133,3 +133,19 @@ class Sleeps(Compiler):
     def compile(self, module, example_inputs):
         time.sleep(3)
         return module
+
+
+class RecordsGc(Compiler):
+    """Correct; appends whether Python's garbage collector was on at each call to ``config['log']``."""
+
+    def compile(self, module, example_inputs):
+        import gc
+
+        log = self.config["log"]
+
+        def run(*args):
+            with open(log, "a") as f:
+                f.write("1" if gc.isenabled() else "0")
+            return module(*args)
+
+        return run

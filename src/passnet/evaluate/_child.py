@@ -9,12 +9,14 @@ Everything sent back is plain data (strings, numbers, dicts).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,9 +213,9 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
         stage.enter("measure")
         if s.pin_cpu:
             _pin_to_one_core(device)
-        timings = _measure(
-            compiled, module, inputs1, device, s, _mutating(inputs1, module, compiled, device)
-        )
+        mutating = _mutating(inputs1, module, compiled, device)
+        with _gc_paused(s.pause_gc):
+            timings = _measure(compiled, module, inputs1, device, s, mutating)
 
     stage.enter("compiled_recheck")
     with compiler.checked_call():
@@ -276,6 +278,21 @@ def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> boo
         if _mutated(inputs, args):
             return True
     return False
+
+
+@contextlib.contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    """Without Python's cyclic collector while timing (a collection lands in whichever call
+    happens to allocate the object that triggers it); collected first, restored after."""
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _pin_to_one_core(device: str) -> None:

@@ -34,6 +34,8 @@ class EvalSettings:
     """CPU threads for torch in the child (None: torch's default)."""
     pin_cpu: bool = True
     """On CUDA, pin the child to one CPU core for timing (launch-bound graphs are CPU-sensitive)."""
+    pause_gc: bool = True
+    """Collect, then switch off Python's cyclic garbage collector while timing (as ``timeit`` does)."""
     poison_allocator: bool = True
     """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
     time_graphs: bool = True
