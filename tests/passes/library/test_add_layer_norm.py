@@ -279,3 +279,15 @@ def test_linear_rule_refuses_what_eager_refuses(load_rule, device):
         run(*on(device, [x, weight, bias, residual, 1.5, ns, ln_w, ln_b, eps]))
     with pytest.raises(TypeError, match="one dtype"):
         run(*on(device, [x.half(), weight, bias, residual, p, ns, ln_w, ln_b, eps]))
+
+
+def test_operands_that_do_not_broadcast_are_refused_naming_the_rule(load_rule, device):
+    gen = torch.Generator().manual_seed(9)
+    run = load_rule(PASS, RULE).replacement_func()
+    a, b = torch.randn(2, 5, 64, generator=gen), torch.randn(3, 5, 64, generator=gen)
+    with pytest.raises(ValueError, match=r"^FusedAddLayerNorm: shapes .* do not broadcast"):
+        run(*on(device, [a, b, (64,), torch.ones(64), torch.zeros(64), 1e-5]))
+    run = load_rule(PASS, LINEAR_RULE).replacement_func()
+    x, w, bias = torch.randn(2, 5, 32, generator=gen), torch.randn(64, 32), torch.zeros(64)
+    with pytest.raises(ValueError, match=r"^FusedLinearAddLayerNorm: shapes .* do not broadcast"):
+        run(*on(device, [x, w, bias, b, 0.1, (64,), torch.ones(64), torch.zeros(64), 1e-5]))

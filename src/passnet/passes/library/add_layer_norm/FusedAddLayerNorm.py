@@ -38,13 +38,13 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
-def _broadcast_shape(a, b):
-    """torch's broadcast of two shapes (a ValueError when they do not broadcast)."""
+def _broadcast_shape(a, b, rule="FusedAddLayerNorm"):
+    """torch's broadcast of two shapes (a ValueError naming ``rule`` when they do not broadcast)."""
     ndim = max(len(a), len(b))
     a, b = [1] * (ndim - len(a)) + list(a), [1] * (ndim - len(b)) + list(b)
     for x, y in zip(a, b):
         if x != y and x != 1 and y != 1:
-            raise ValueError(f"FusedAddLayerNorm: shapes {a} and {b} do not broadcast")
+            raise ValueError(f"{rule}: shapes {a} and {b} do not broadcast")
     return [max(x, y) if x and y else 0 for x, y in zip(a, b)]
 
 

@@ -32,7 +32,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from pass_dir.FusedAddLayerNorm import _promote, _round
+from pass_dir.FusedAddLayerNorm import _broadcast_shape, _promote, _round
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # The fused kernel takes weights of at most this many elements: one program (one SM)
@@ -40,16 +40,6 @@ _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # CUDA cores (BERT-tiny's 128x512: 1M, a few us); fp16/bf16 on the tensor cores, bound
 # by reading the weight (bge-small-zh's 512x512, 512 KB).
 _FUSE_MAX_WEIGHT = {torch.float32: 65536, torch.float16: 262144, torch.bfloat16: 262144}
-
-
-def _broadcast_shape(a, b):
-    """torch's broadcast of two shapes (a ValueError when they do not broadcast)."""
-    ndim = max(len(a), len(b))
-    a, b = [1] * (ndim - len(a)) + list(a), [1] * (ndim - len(b)) + list(b)
-    for x, y in zip(a, b):
-        if x != y and x != 1 and y != 1:
-            raise ValueError(f"FusedLinearAddLayerNorm: shapes {a} and {b} do not broadcast")
-    return [max(x, y) if x and y else 0 for x, y in zip(a, b)]
 
 
 @triton.jit
@@ -252,7 +242,7 @@ def _general(x, weight, bias, residual, p, normalized_shape, ln_weight, ln_bias,
         if residual.dtype not in _KIND:
             raise TypeError(f"FusedLinearAddLayerNorm: residual dtype {residual.dtype}")
         sum_dtype = _promote(x.dtype, residual.dtype)
-        shape = _broadcast_shape(h_shape, residual.shape)
+        shape = _broadcast_shape(h_shape, residual.shape, "FusedLinearAddLayerNorm")
     elif isinstance(residual, (int, float)):
         sum_dtype, shape = x.dtype, h_shape
     else:
