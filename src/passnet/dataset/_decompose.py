@@ -40,6 +40,7 @@ import torch
 from passnet.dataset._fold import Folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import infer_symbolic_dims
+from passnet.dataset._jsonl import read_manifest
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import (
@@ -512,15 +513,7 @@ def decompose_sample(
 
 def read_decompose_manifest(path: str | Path) -> list[DecomposeResult]:
     """Read a ``decompose.jsonl`` written by :func:`decompose_samples` (bad lines are skipped, logged)."""
-    out = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(DecomposeResult.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, TypeError, ValueError, DatasetError) as exc:
-            log.warning("%s:%d: unreadable decompose record: %s", path, lineno, exc)
-    return out
+    return read_manifest(path, DecomposeResult.from_dict, "decompose", (DatasetError,))
 
 
 def decompose_samples(

@@ -40,6 +40,7 @@ import sympy
 import torch
 import torch.fx
 
+from passnet.dataset._jsonl import read_manifest
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._subgraph import (
@@ -555,22 +556,17 @@ MANIFEST = "generalize.jsonl"
 
 def read_generalize_manifest(path: str | Path) -> list[GeneralizeResult]:
     """Read a ``generalize.jsonl`` (bad lines are skipped and logged)."""
-    out = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-            if d.get("schema_version", 1) > SCHEMA_VERSION:
-                raise ValueError(f"schema {d['schema_version']} is newer than {SCHEMA_VERSION}")
-            d["variants"] = [
-                VariantRecord(**{**v, "status": VariantStatus(v["status"])}) for v in d["variants"]
-            ]
-            d["error"] = ErrorInfo(**d["error"]) if d.get("error") else None
-            out.append(GeneralizeResult(**d))
-        except (json.JSONDecodeError, TypeError, ValueError, KeyError) as exc:
-            log.warning("%s:%d: unreadable generalize record: %s", path, lineno, exc)
-    return out
+    return read_manifest(path, _result_from_dict, "generalize")
+
+
+def _result_from_dict(d: dict[str, Any]) -> GeneralizeResult:
+    if d.get("schema_version", 1) > SCHEMA_VERSION:
+        raise ValueError(f"schema {d['schema_version']} is newer than {SCHEMA_VERSION}")
+    d["variants"] = [
+        VariantRecord(**{**v, "status": VariantStatus(v["status"])}) for v in d["variants"]
+    ]
+    d["error"] = ErrorInfo(**d["error"]) if d.get("error") else None
+    return GeneralizeResult(**d)
 
 
 def generalize_samples(
