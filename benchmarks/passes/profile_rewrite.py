@@ -121,16 +121,23 @@ def launch_overhead() -> None:
         print(f"{name:28s} {host_us_per_call(f):7.2f}")
 
 
-def e2e_ms(fn: Callable[..., Any], args: list[Any], n: int = 300) -> float:
+def synchronize() -> None:
+    """Wait for the GPU when CUDA is in use (a no-op on a CPU-only run)."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def e2e_ms(fn: Callable[..., Any], args: list[Any], n: int = 300, warmup: int = 30) -> float:
+    """Median ms of ``n`` synchronised calls after ``warmup`` calls."""
     times = []
     with torch.no_grad():
-        for _ in range(30):
+        for _ in range(warmup):
             fn(*args)
         for _ in range(n):
-            torch.cuda.synchronize()
+            synchronize()
             t0 = time.perf_counter_ns()
             fn(*args)
-            torch.cuda.synchronize()
+            synchronize()
             times.append((time.perf_counter_ns() - t0) / 1e6)
     return statistics.median(times)
 

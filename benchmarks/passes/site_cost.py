@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from profile_rewrite import e2e_ms, synchronize  # this folder (the script's own)
 
 CASES = (
     "linear_bias_gelu:prajjwal1_bert-tiny_float32",
@@ -60,11 +61,6 @@ _STAMPS: list[int] = []
 _now = time.perf_counter_ns
 _DEVICE = "cuda"
 _REPS = 300
-
-
-def _sync() -> None:
-    if _DEVICE == "cuda":
-        torch.cuda.synchronize()
 
 
 def _stamp() -> None:
@@ -102,24 +98,10 @@ def node_us(gm: torch.fx.GraphModule, inputs: list[Any], reps: int = 0) -> dict[
         for i in range(reps + min(30, reps)):
             _STAMPS.clear()
             gm(*inputs)
-            _sync()
+            synchronize()
             if i >= min(30, reps):
                 samples.append([b - a for a, b in zip(_STAMPS, _STAMPS[1:])])
     return {name: statistics.median(s[k] for s in samples) / 1e3 for k, name in enumerate(names)}
-
-
-def e2e_ms(fn: Callable[..., Any], inputs: list[Any], n: int = 0) -> float:
-    n = n or _REPS
-    times = []
-    with torch.no_grad():
-        for i in range(n + min(30, n)):
-            _sync()
-            t0 = _now()
-            fn(*inputs)
-            _sync()
-            if i >= min(30, n):
-                times.append((_now() - t0) / 1e6)
-    return statistics.median(times)
 
 
 class _NoLaunch:
@@ -240,14 +222,14 @@ def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | No
     with torch.no_grad():  # compile the kernels before anything is timed
         pm(*inputs)
         rewrite("record")[0](*inputs)
-        _sync()
+        synchronize()
     t_trace = node_us(trace_graph(module), inputs)
     out: dict[str, Any] = {
         "case": case,
         "calls": len(functions),
         "removed": len(removed),
         "stamp_us": t_trace["<empty>"],
-        "trace": _row(e2e_ms(trace, inputs), t_trace, removed),
+        "trace": _row(e2e_ms(trace, inputs, _REPS, min(30, _REPS)), t_trace, removed),
     }
     for label, gm, ctx in (
         ("pm", pm, contextlib.nullcontext),
@@ -256,7 +238,7 @@ def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | No
         ("alloc", rewrite("alloc")[0], contextlib.nullcontext),
     ):
         with ctx():
-            e2e = e2e_ms(gm, inputs)
+            e2e = e2e_ms(gm, inputs, _REPS, min(30, _REPS))
             t = node_us(
                 rewrite("pm" if label == "pm" else label.replace("nolaunch", "direct"))[0], inputs
             )

@@ -23,8 +23,8 @@ would serialise the GEMM, and for rows longer than 512 the row block would not f
 in registers. There the GEMM with the bias and residual epilogue runs as a tiled
 kernel over the output (storing the rounded sum, as eager does) and a second kernel
 normalises the rows in place: two launches instead of eager's three plus the
-dropout call. ``_promote`` and the ``_round`` device function are
-``FusedAddLayerNorm``'s, imported from that rule file.
+dropout call. ``_promote``, ``_broadcast_shape`` and the ``_round`` device
+function are ``FusedAddLayerNorm``'s, imported from that rule file.
 """
 
 import math
