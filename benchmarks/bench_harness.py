@@ -23,6 +23,11 @@ in a fresh child (``--repeats``, default 5), and prints the spread of the speedu
 between consecutive processes, to tell process-to-process variation from slow
 drift between runs minutes apart.
 
+``--phase prewarm`` fills Inductor's caches before ``run1``: every graph is compiled
+and checked once, untimed, in ``--jobs`` parallel children (default 8); its
+records are not used. With it, ``run1`` and ``run2`` both start from warm caches, and
+the compile time reported for ``run1`` is that of a cache hit.
+
 ``--phase report`` prints the tables and writes ``harness_report.json`` (and copies
 results to $OUT when that variable is set).
 """
@@ -53,6 +58,12 @@ PHASES = {"run1": "inductor", "run2": "inductor", "aa": "eager"}
 def run_phase(phase: str, args: argparse.Namespace) -> None:
     compiler = args.compiler if phase != "aa" else "eager"
     settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    jobs = 1
+    if phase == "prewarm":
+        settings = EvalSettings(
+            warmup=1, trials=3, timeout_s=args.timeout, time_graphs=False, pin_cpu=False
+        )
+        jobs = args.jobs
     items = plan_items([args.samples])
     run_evaluations(
         items,
@@ -60,7 +71,7 @@ def run_phase(phase: str, args: argparse.Namespace) -> None:
         device=args.device,
         settings=settings,
         out_dir=Path(args.work) / phase,
-        jobs=1,
+        jobs=jobs,
         console=Console(stderr=True),
         echo_logs=False,
     )
@@ -136,6 +147,14 @@ REPEAT_GRAPHS = (
 )
 
 
+def _stats(timing) -> dict | None:
+    """Median, IQR/median and sample count of a side's e2e times (None when not timed)."""
+    e2e = timing.e2e if timing else None
+    if e2e is None or not e2e.median_ms:
+        return None
+    return {"median_ms": e2e.median_ms, "iqr_rel": e2e.iqr_ms / e2e.median_ms, "n": e2e.n}
+
+
 def run_repeat_phase(args: argparse.Namespace) -> None:
     from passnet.evaluate import evaluate_sample
 
@@ -164,6 +183,9 @@ def run_repeat_phase(args: argparse.Namespace) -> None:
                         "variant": label,
                         "speedup_e2e": r.speedup_e2e,
                         "status": r.status.value,
+                        # within-process spread, to tell a noisier timing from a shifted one
+                        "eager_e2e": _stats(r.eager),
+                        "compiled_e2e": _stats(r.compiled),
                     }
                 )
         for label, ok in speedups.items():
@@ -171,10 +193,16 @@ def run_repeat_phase(args: argparse.Namespace) -> None:
             spread = (max(logs) - min(logs)) if logs else float("nan")
             pairs = [abs(a - b) for a, b in zip(logs, logs[1:])]
             median_pair = statistics.median(pairs) * 100 if pairs else float("nan")
+            iqr = [
+                row["eager_e2e"]["iqr_rel"]
+                for row in rows
+                if row["graph"] == graph and row["variant"] == label and row["eager_e2e"]
+            ]
             print(
                 f"{graph[-50:]:50s} {label:9s} "
                 + " ".join(f"{x:.4f}" for x in ok)
                 + f"  range {spread * 100:.2f}%  consecutive median {median_pair:.2f}%"
+                + (f"  eager IQR/median {statistics.median(iqr) * 100:.2f}%" if iqr else "")
             )
     if os.environ.get("OUT"):
         (Path(os.environ["OUT"]) / "repeat.json").write_text(json.dumps(rows, indent=1))
@@ -291,8 +319,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--phase", required=True, choices=[*PHASES, "report", "cache", "cache-one", "repeat"]
+        "--phase",
+        required=True,
+        choices=[*PHASES, "prewarm", "report", "cache", "cache-one", "repeat"],
     )
+    p.add_argument("--jobs", type=int, default=8, help="prewarm phase: parallel children")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument(
         "--compare-pause-gc",
