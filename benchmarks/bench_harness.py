@@ -218,6 +218,11 @@ def _mean(xs: list[float]) -> float | None:
     return statistics.mean(xs) if xs else None
 
 
+def _median_abs(xs: list[float | None]) -> float | None:
+    xs = [abs(x) for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
 def report(args: argparse.Namespace) -> int:
     work = Path(args.work)
     r1, r2, aa = _load(work, "run1"), _load(work, "run2"), _load(work, "aa")
@@ -242,6 +247,14 @@ def report(args: argparse.Namespace) -> int:
         s1 = a.speedup_e2e if a else None
         s2 = b.speedup_e2e if b else None
         d12 = abs(math.log(s1 / s2)) if s1 and s2 else None
+        # How far each side's own median moved between the runs (machine drift shows
+        # here; the speedup cancels only the part that moves both sides alike).
+        drift = {
+            side: math.log(getattr(a, side).e2e.median_ms / getattr(b, side).e2e.median_ms)
+            if a and b and getattr(a, side) and getattr(b, side)
+            else None
+            for side in ("eager", "compiled")
+        }
         aa_s = c.speedup_e2e if c else None
         unstable = [
             n
@@ -260,6 +273,8 @@ def report(args: argparse.Namespace) -> int:
             "speedup1": s1,
             "speedup2": s2,
             "abs_log_ratio": d12,
+            "eager_log_drift": drift["eager"],
+            "compiled_log_drift": drift["compiled"],
             "aa_speedup": aa_s,
             "aa_total_s": c.phases_s.get("total") if c else None,
             "unstable": unstable,
@@ -297,6 +312,10 @@ def report(args: argparse.Namespace) -> int:
         "aa_within_2pct": sum(x <= 0.02 for x in aa_dev),
         "aa_n": len(aa_dev),
         "repeat_median_abs_log": statistics.median(d) if d else None,
+        "run1_vs_run2_eager_median_abs_log": _median_abs([v["eager_log_drift"] for v in vals]),
+        "run1_vs_run2_compiled_median_abs_log": _median_abs(
+            [v["compiled_log_drift"] for v in vals]
+        ),
         "repeat_max_abs_log": max(d) if d else None,
         "repeat_n": len(d),
         "unstable_graphs": sum(bool(v["unstable"]) for v in vals),
