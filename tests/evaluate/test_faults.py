@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from passnet.evaluate import EvalSettings, evaluate_sample
@@ -79,3 +83,54 @@ def test_cudagraphs_on_cpu_is_reported_not_crashed(fast: EvalSettings) -> None:
     rec = evaluate_sample(MLP, "cudagraphs", device="cpu", settings=fast)
     assert rec.status is Status.COMPILE_ERROR
     assert "CUDA" in rec.error.message
+
+
+def _broken_copy(tmp_path: Path, edit: Callable[[str], str]) -> Path:
+    """A copy of the MLP sample whose model.py text is passed through ``edit``."""
+    dest = tmp_path / MLP.name
+    shutil.copytree(MLP, dest)
+    model = dest / "model.py"
+    text = model.read_text()
+    edited = edit(text)
+    assert edited != text
+    model.write_text(edited)
+    return dest
+
+
+def _raise_in_forward(text: str) -> str:
+    # a shape error inside the graph: eager fails as any compiler would
+    head, sep, body = text.partition("def forward(")
+    signature, colon_nl, rest = body.partition(":\n")
+    return (
+        head + sep + signature + colon_nl + "        torch.ones(2, 3) @ torch.ones(2, 3)\n" + rest
+    )
+
+
+@pytest.mark.parametrize("compiler", ["eager", "RaisesAtCompile", "RaisesAtRun"])
+def test_a_sample_whose_eager_run_fails_is_a_sample_error_whichever_compiler(
+    compiler: str, tmp_path, fast: EvalSettings
+) -> None:
+    sample = _broken_copy(tmp_path, _raise_in_forward)
+    spec = compiler if compiler == "eager" else faulty(compiler)
+    rec = evaluate_sample(sample, spec, settings=fast)
+    assert rec.status is Status.SAMPLE_ERROR, rec.error
+    assert rec.error.stage == "eager"
+    assert "mat1 and mat2 shapes cannot be multiplied" in rec.error.message
+    if compiler != "eager":  # what the compiler said is kept beside eager's error
+        assert "RuntimeError during compile" in rec.error.context["compiler_error"] or (
+            "during compiled_run" in rec.error.context["compiler_error"]
+        )
+
+
+def test_a_compiler_failure_on_a_good_sample_stays_the_compilers(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, faulty("RaisesAtCompile"), settings=fast)
+    assert rec.status is Status.COMPILE_ERROR
+    assert "compiler_error" not in rec.error.context
+
+
+def test_a_sample_that_hangs_while_loading_is_a_sample_error_not_a_timeout(tmp_path) -> None:
+    sample = _broken_copy(tmp_path, lambda text: "while True:\n    pass\n" + text)
+    settings = EvalSettings(warmup=1, trials=2, timeout_s=8, num_threads=1)
+    rec = evaluate_sample(sample, faulty("RaisesAtRun"), settings=settings)
+    assert rec.status is Status.SAMPLE_ERROR
+    assert rec.error.stage == "load" and "before any compiler ran" in rec.error.message

@@ -88,7 +88,14 @@ def test_every_cuda_spelling_is_rewritten_to_the_target_device() -> None:
         "    d = x.cuda()\n"
         "    e = torch.device('cuda:1')\n"
         "    g = torch.ones(1, device=device(type='cpu'))\n"
+        "    h = x.cuda(0)\n"
+        "    i = x.cuda(device=1, non_blocking=True)\n"
+        "    j = x.to(0)\n"
+        "    k = torch.ones(1, device=0)\n"
+        "    m = x.to(torch.float16, copy=True)\n"
     )
     out = ast.unparse(rewrite_devices(src, "cpu"))
     assert "cuda" not in out
-    assert out.count("'cpu'") == 6
+    assert out.count("'cpu'") == 10
+    assert "x.to('cpu', non_blocking=True)" in out
+    assert "x.to(torch.float16, copy=True)" in out  # a dtype and a bool are not devices

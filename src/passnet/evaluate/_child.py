@@ -139,14 +139,44 @@ def run_child(request: ChildRequest, send: Send) -> None:
     """Evaluate and send ``("result", dict)``; exceptions become statuses, never escape."""
     stage = _Stage(send)
     result: dict[str, Any] = {"integrity": [], "pass_report": None}
+    loaded: dict[str, Any] = {}
     try:
-        _evaluate(request, stage, result)
+        _evaluate(request, stage, result, loaded)
     except BaseException as exc:  # noqa: BLE001 - everything becomes a status
-        result["status"] = _status_for(exc, stage.name, request.compiler).value
+        status = _status_for(exc, stage.name, request.compiler)
+        result["status"] = status.value
         result["error"] = _error(exc, stage.name)
+        if status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and loaded:
+            _blame_the_sample(result, loaded, stage)
     stage.enter("done")
     result["phases_s"] = stage.phases
     send(("result", result))
+
+
+def _blame_the_sample(result: dict[str, Any], loaded: dict[str, Any], stage: _Stage) -> None:
+    """After the compiled side failed: if eager fails on the same inputs, the sample is broken.
+
+    Design §5.4: ``sample_error`` is "eager itself fails", whichever side ran first.
+    Not after a CUDA error of the compiled side, which can leave the context
+    unusable so that eager would fail for the compiler's fault.
+    """
+    compiler_error = result["error"]
+    if loaded["device"].startswith("cuda") and _is_cuda_error(compiler_error["message"]):
+        return
+    stage.enter("eager")
+    try:
+        _call(loaded["module"], loaded["inputs"], loaded["device"])
+    except Exception as exc:  # noqa: BLE001 - eager's own failure is the finding
+        result["status"] = Status.SAMPLE_ERROR.value
+        result["error"] = _error(exc, "eager")
+        result["error"]["context"]["compiler_error"] = (
+            f"{compiler_error['type']} during {compiler_error['stage']}: "
+            f"{compiler_error['message'].splitlines()[0] if compiler_error['message'] else ''}"
+        )
+
+
+def _is_cuda_error(message: str) -> bool:
+    return any(k in message for k in ("CUDA error", "CUDA out of memory", "device-side assert"))
 
 
 def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
@@ -159,7 +189,9 @@ def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
     return Status.RUNTIME_ERROR  # CUDA errors and OOM during a compiled call included
 
 
-def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
+def _evaluate(
+    req: ChildRequest, stage: _Stage, result: dict[str, Any], loaded: dict[str, Any]
+) -> None:
     from passnet.compilers import create_compiler
     from passnet.sample import load_sample
 
@@ -175,6 +207,7 @@ def _evaluate(req: ChildRequest, stage: _Stage, result: dict[str, Any]) -> None:
     result["device_name"] = (
         torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     )
+    loaded.update(module=module, inputs=inputs1, device=device)
 
     stage.enter("compile")
     compiler = create_compiler(req.compiler, **req.compiler_config)

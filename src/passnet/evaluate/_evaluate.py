@@ -148,13 +148,16 @@ def _ratio(a: float, b: float) -> float | None:
 
 def _death_status(outcome: ChildOutcome) -> Status:
     if outcome.timed_out:
-        return Status.TIMEOUT
+        # Loading runs before any compiler code: a sample that hangs there is broken.
+        return Status.SAMPLE_ERROR if outcome.last_stage == "load" else Status.TIMEOUT
     return _STAGE_STATUS.get(outcome.last_stage, Status.RUNTIME_ERROR)
 
 
 def _death_error(outcome: ChildOutcome) -> ErrorInfo:
     if outcome.timed_out:
         msg = f"timed out during stage '{outcome.last_stage}'"
+        if outcome.last_stage == "load":
+            msg += " (the sample's own code: building the module and its inputs, before any compiler ran)"
         return ErrorInfo("Timeout", msg, outcome.last_stage)
     how = outcome.signal_name or f"exit code {outcome.exitcode}"
     msg = f"child process died ({how}) during stage '{outcome.last_stage}'"

@@ -156,6 +156,15 @@ class EvalRecord:
         """Identity used for resume: graph, hash, compiler, config hash, device."""
         return (self.graph, self.graph_hash, self.compiler, self.compiler_config_hash, self.device)
 
+    @property
+    def slot(self) -> tuple[str, str, str, str]:
+        """The graph's place in a run: graph, compiler, config hash, device (the key less the hash).
+
+        A later record in the same slot supersedes an earlier one, also when the
+        sample changed in between (a fixed sample evaluated again).
+        """
+        return (self.graph, self.compiler, self.compiler_config_hash, self.device)
+
     def correct_at(self, t: int) -> bool:
         """Numerically correct at tolerance level t (t > 1 uses the t = 1 check)."""
         if not self.status.ran or self.correctness is None:
@@ -243,8 +252,9 @@ def record_from_json(line: str) -> EvalRecord:
 def read_records(path: str | Path) -> list[EvalRecord]:
     """Records of a JSON Lines file, in file order of their last occurrence.
 
-    A record whose key appears again (a resumed or repeated evaluation) is replaced
-    by the later one. A final line without a newline that does not parse is a write
+    A record whose slot (:attr:`EvalRecord.slot`: graph, compiler, configuration,
+    device) appears again, a repeated evaluation or the same graph evaluated again
+    after its sample changed, is replaced by the later one. A final line without a newline that does not parse is a write
     torn by a kill: it is skipped with a warning. Any other bad line is an
     :class:`InputFormatError` naming the file and line.
     """
@@ -266,10 +276,15 @@ def read_records(path: str | Path) -> list[EvalRecord]:
                 log.warning("%s: skipping torn last line %d (%s)", path, number, exc.message)
                 continue
             raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
-        if record.key in by_key:
+        earlier = by_key.pop(record.slot, None)
+        if earlier is not None:
+            changed = " (its sample changed)" if earlier.graph_hash != record.graph_hash else ""
             log.warning(
-                "%s:%d: repeated record for %s replaces the earlier one", path, number, record.graph
+                "%s:%d: repeated record for %s%s replaces the earlier one",
+                path,
+                number,
+                record.graph,
+                changed,
             )
-            del by_key[record.key]
-        by_key[record.key] = record
+        by_key[record.slot] = record
     return list(by_key.values())

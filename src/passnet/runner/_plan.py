@@ -32,4 +32,25 @@ def plan_items(paths: list[str | Path]) -> list[WorkItem]:
             except ValueError:
                 label = sample.as_posix()
             items.setdefault(sample.resolve(), WorkItem(sample, label))
-    return list(items.values())
+    return _unique_labels(list(items.values()))
+
+
+def _unique_labels(items: list[WorkItem]) -> list[WorkItem]:
+    """Distinct samples that got the same label (``a/good`` and ``b/good`` given as PATHs)
+    get longer labels, from more of their path, until no two are alike: records, the
+    resume key and scores tell graphs apart by label."""
+    by_label: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        by_label.setdefault(item.label, []).append(i)
+    out = list(items)
+    for clash in (idx for idx in by_label.values() if len(idx) > 1):
+        paths = [items[i].path.resolve() for i in clash]
+        depth = len(Path(items[clash[0]].label).parts)
+        while True:
+            depth += 1
+            labels = [Path(*p.parts[-depth:]).as_posix() for p in paths]
+            if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
+                break
+        for i, label in zip(clash, labels):
+            out[i] = WorkItem(items[i].path, label)
+    return out

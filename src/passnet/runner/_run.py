@@ -12,13 +12,13 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from passnet.errors import SampleError
+from passnet.errors import DeviceUnavailable, SampleError, StoreError
 from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
 from passnet.sample import load_sample
 
-__all__ = ["RunSummary", "run_evaluations", "worker_devices"]
+__all__ = ["RunSummary", "check_device", "run_evaluations", "worker_devices"]
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,46 @@ def worker_devices(device: str, jobs: int) -> list[str]:
     return [device] * jobs
 
 
-def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...] | None:
+def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...]:
     try:
         graph_hash = load_sample(item.path).graph_hash
     except SampleError:
-        return None
+        graph_hash = ""  # what evaluate_sample records for a sample that does not load
     return (item.label, graph_hash, compiler, cfg_hash, device)
+
+
+# Settings that limit resources rather than define the measurement: a resume may change them.
+_RESUMABLE_SETTINGS = frozenset({"timeout_s"})
+
+
+def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """Settings a stored record was evaluated with that differ from the ones asked for now.
+
+    Only keys both know are compared, so records of an older passnet (without a
+    setting added since) still resume.
+    """
+    return [
+        f"{k} {found[k]!r} there, {wanted[k]!r} now"
+        for k in sorted(found.keys() & wanted.keys() - _RESUMABLE_SETTINGS)
+        if found[k] != wanted[k]
+    ]
+
+
+def check_device(compiler: str, device: str) -> None:
+    """Refuse, before anything runs, a device this machine lacks or the compiler cannot use."""
+    from passnet.compilers import COMPILERS
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise DeviceUnavailable(
+            "--device cuda, but torch sees no CUDA device on this machine "
+            f"(torch {torch.__version__}, built with CUDA {torch.version.cuda or 'none'})",
+            device=device,
+        )
+    if getattr(COMPILERS.get(compiler), "requires_cuda", False) and not device.startswith("cuda"):
+        raise DeviceUnavailable(
+            f"compiler {compiler!r} needs a CUDA device; run it with --device cuda",
+            device=device,
+        )
 
 
 def _log_lines(rec: EvalRecord) -> list[str]:
@@ -77,17 +111,26 @@ def run_evaluations(
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
+    check_device(compiler, device)
     store = ResultStore(out_dir)
     cfg_hash = config_hash({"compiler": compiler, **compiler_config})
     todo: list[WorkItem] = []
     done: list[EvalRecord] = []
+    wanted = settings.to_dict()
     for item in items:
-        key = _key(item, compiler, cfg_hash, device)
-        found = store.get(key) if key is not None else None
-        if found is not None:
-            done.append(found)
-        else:
+        found = store.get(_key(item, compiler, cfg_hash, device))
+        if found is None:
             todo.append(item)
+            continue
+        differences = _settings_differences(found.settings, wanted)
+        if differences:
+            store.close()
+            raise StoreError(
+                f"{item.label} was evaluated here with other settings ({'; '.join(differences)}); "
+                "resuming would mix measurements: use the same settings, or another --out",
+                path=store.jsonl,
+            )
+        done.append(found)
     if done:
         console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
     devices = worker_devices(device, max(1, jobs))

@@ -59,6 +59,7 @@ class ResultStore:
             self._repair_tail()
             for rec in read_records(self.jsonl):
                 self._records[rec.key] = rec
+        self._slots = {rec.slot: key for key, rec in self._records.items()}
         self._db = self._open_db()
 
     def _repair_tail(self) -> None:
@@ -124,7 +125,15 @@ class ResultStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            stale = self._slots.pop(rec.slot, None)
+            if stale is not None:  # superseded, as read_records reads the file
+                self._records.pop(stale, None)
             self._records[rec.key] = rec
+            self._slots[rec.slot] = rec.key
+            self._db.execute(
+                "DELETE FROM records WHERE graph=? AND compiler=? AND config_hash=? AND device=?",
+                rec.slot,
+            )
             self._insert(self._db, rec)
             self._db.commit()
 

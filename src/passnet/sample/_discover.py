@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
 from passnet.errors import InputFormatError
 
 __all__ = ["find_samples", "is_sample_dir"]
+
+log = logging.getLogger(__name__)
+
+# Files of a GraphNet sample besides model.py: a folder with one of them but no
+# model.py is a broken sample, not an unrelated folder.
+_SAMPLE_FILES = ("weight_meta.py", "input_meta.py", "graph_hash.txt", "graph_net.json")
+
+
+def _looks_like_sample(path: Path) -> str | None:
+    return next((name for name in _SAMPLE_FILES if (path / name).is_file()), None)
 
 
 def is_sample_dir(path: Path) -> bool:
@@ -45,12 +56,24 @@ def find_samples(paths: Iterable[str | Path]) -> list[Path]:
             list_file = path / "graph_list.txt"
             if list_file.is_file():
                 found = _from_list(list_file)
+            elif (other := _looks_like_sample(path)) is not None:
+                raise InputFormatError(
+                    f"sample folder has {other} but no model.py", file=path / "model.py"
+                )
             else:
                 found = sorted(
                     p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts
                 )
+                _warn_incomplete(path, set(found))
         else:
             raise InputFormatError("no such sample, folder or list file", file=path)
         for p in found:
             seen.setdefault(p, None)
     return list(seen)
+
+
+def _warn_incomplete(root: Path, found: set[Path]) -> None:
+    """Warn about folders under ``root`` that hold sample files but no model.py (skipped)."""
+    for meta in sorted(root.rglob("weight_meta.py")):
+        if meta.parent not in found and "pass_dir" not in meta.parts:
+            log.warning("skipping %s: it has weight_meta.py but no model.py", meta.parent)

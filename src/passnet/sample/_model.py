@@ -1,7 +1,8 @@
 """``model.py``: device-rewritten loading of the Dynamo-generated ``GraphModule``.
 
 Real samples spell devices many ways (``device(type="cuda", index=0)``,
-``device="cuda:0"``, ``torch.device("cuda")``, ``.to("cpu")``, ``.cuda()``); an AST
+``device="cuda:0"``, ``device=0``, ``torch.device("cuda")``, ``.to("cpu")``, ``.to(0)``,
+``.cuda()``, ``.cuda(1)``); an AST
 transform rewrites all of them to the target device, so the source keeps its
 line numbers for tracebacks.
 """
@@ -40,10 +41,10 @@ class _DeviceRewriter(ast.NodeTransformer):
         return ast.copy_location(ast.Constant(self.target), node)
 
     def _maybe_device_value(self, node: ast.expr) -> ast.expr:
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and _DEVICE_STR.match(node.value)
+        if isinstance(node, ast.Constant) and (
+            (isinstance(node.value, str) and _DEVICE_STR.match(node.value))
+            # an ordinal: device=0, .to(0) (never a bool, which is an int too)
+            or (isinstance(node.value, int) and not isinstance(node.value, bool))
         ):
             return self._target(node)
         return node
@@ -55,7 +56,12 @@ class _DeviceRewriter(ast.NodeTransformer):
             node.args = [self._target(node)]
             node.keywords = []
             return node
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not node.args:
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr == "cuda"
+            and len(node.args) <= 1
+        ):
+            # .cuda(), .cuda(0), .cuda(device=1, non_blocking=True) -> .to("<target>", ...)
             node.func.attr = "to"
             node.args = [self._target(node)]
             node.keywords = [k for k in node.keywords if k.arg != "device"]

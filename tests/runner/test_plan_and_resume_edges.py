@@ -1,0 +1,119 @@
+"""Edges of planning and resuming: clashing labels, changed settings, samples that do
+not load, devices the machine lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from passnet.errors import DeviceUnavailable, InputFormatError, StoreError
+from passnet.evaluate import EvalSettings
+from passnet.runner import ResultStore, check_device, plan_items, read_records, run_evaluations
+from passnet.sample import find_samples
+from passnet.status import Status
+from tests.conftest import BERT, MLP
+
+
+def _copy(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest)
+    return dest
+
+
+def test_distinct_samples_with_the_same_label_get_distinct_labels(tmp_path: Path) -> None:
+    a = _copy(MLP, tmp_path / "a" / "good")
+    b = _copy(BERT, tmp_path / "b" / "good")
+    items = plan_items([a, b])
+    assert [i.label for i in items] == ["a/good", "b/good"]
+    assert plan_items([a])[0].label == "good"  # no clash: the short label stays
+
+
+def test_clashing_labels_keep_both_records_apart(tmp_path: Path, fast: EvalSettings) -> None:
+    a = _copy(MLP, tmp_path / "a" / "good")
+    b = _copy(BERT, tmp_path / "b" / "good")
+    run = run_evaluations(
+        plan_items([a, b]), compiler="eager", settings=fast, out_dir=tmp_path / "o", echo_logs=False
+    )
+    assert {r.graph for r in run.records} == {"a/good", "b/good"}
+    assert len(read_records(tmp_path / "o" / "results.jsonl")) == 2
+
+
+def test_resuming_with_other_settings_is_refused_naming_them(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    items = plan_items([MLP])
+    run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    other = dataclasses.replace(fast, trials=fast.trials + 1, seed=5)
+    with pytest.raises(StoreError) as err:
+        run_evaluations(items, compiler="eager", settings=other, out_dir=tmp_path, echo_logs=False)
+    assert "seed 0 there, 5 now" in err.value.message
+    assert f"trials {fast.trials} there, {fast.trials + 1} now" in err.value.message
+    # a longer timeout only changes a resource limit: that resumes
+    longer = dataclasses.replace(fast, timeout_s=fast.timeout_s * 2)
+    again = run_evaluations(
+        items, compiler="eager", settings=longer, out_dir=tmp_path, echo_logs=False
+    )
+    assert again.resumed == 1 and again.evaluated == 0
+
+
+def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    sample = _copy(MLP, tmp_path / "s" / "mlp")
+    meta = sample / "weight_meta.py"
+    good = meta.read_text()
+    meta.write_text(good.replace("shape = [", "shape = ['x', ", 1))
+    out = tmp_path / "o"
+    first = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert first.records[0].status is Status.SAMPLE_ERROR
+    second = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert second.resumed == 1 and second.evaluated == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1  # not appended again
+    meta.write_text(good)
+    fixed = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert fixed.evaluated == 1 and fixed.records[0].status is Status.OK
+    # the file keeps both lines; readers and the store see only the newer one
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+    assert [r.status for r in read_records(out / "results.jsonl")] == [Status.OK]
+    store = ResultStore(out)
+    assert len(store) == 1
+    (rows,) = store._db.execute("SELECT COUNT(*) FROM records").fetchone()
+    assert rows == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cuda_on_a_machine_without_it_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(DeviceUnavailable, match="torch sees no CUDA device"):
+        run_evaluations(plan_items([MLP]), compiler="eager", device="cuda", out_dir=tmp_path)
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_cuda_only_compiler_on_cpu_is_refused_up_front() -> None:
+    with pytest.raises(DeviceUnavailable, match="'cudagraphs' needs a CUDA device"):
+        check_device("cudagraphs", "cpu")
+    check_device("eager", "cpu")  # fine
+
+
+def test_a_folder_with_sample_files_but_no_model_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = _copy(MLP, tmp_path / "set" / "broken")
+    (broken / "model.py").unlink()
+    _copy(BERT, tmp_path / "set" / "fine")
+    with caplog.at_level(logging.WARNING):
+        found = find_samples([tmp_path / "set"])
+    assert [p.name for p in found] == ["fine"]
+    assert f"skipping {broken}: it has weight_meta.py but no model.py" in caplog.text
+    with pytest.raises(InputFormatError, match="has weight_meta.py but no model.py") as err:
+        find_samples([broken])
+    assert err.value.context["file"] == str(broken / "model.py")
