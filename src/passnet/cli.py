@@ -20,6 +20,15 @@ __all__ = ["main"]
 
 log = logging.getLogger("passnet")
 
+TOP_EXAMPLES = """\
+examples:
+  passnet eval "$(passnet samples)" --compiler inductor --out runs/inductor   # the shipped graphs
+  passnet score runs/inductor --json aggregated_score.json
+  passnet plot runs/inductor runs/eager --out figures/
+  passnet task new bert-task SAMPLE... && passnet eval bert-task --compiler pass_mgr
+Each command has its own --help with more examples.
+"""
+
 EVAL_EXAMPLES = """\
 examples:
   passnet eval src/passnet/data/graphnet --compiler inductor --device cpu --out runs/inductor
@@ -177,14 +186,19 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
     from passnet.score import compute_scores, load_records, score_table, write_score
 
     records = [r for src in args.inputs for r in load_records(src)]
-    report = compute_scores(
-        records,
-        b=args.b,
-        p=args.p,
-        interpretation=args.interpretation,
-        speedup_kind=args.speedup,
-        count_sample_errors=args.count_sample_errors,
-    )
+    score_id = args.id if args.id is not None else Path(args.inputs[0]).name
+    try:
+        report = compute_scores(
+            records,
+            b=args.b,
+            p=args.p,
+            interpretation=args.interpretation,
+            speedup_kind=args.speedup,
+            count_sample_errors=args.count_sample_errors,
+            score_id=score_id,
+        )
+    except ValueError as exc:  # nothing left to score, several runs mixed, no device timing
+        raise PassnetError(str(exc), inputs=" ".join(args.inputs)) from exc
     console.print(score_table(report))
     if args.json:
         console.print(f"written: {write_score(report, Path(args.json))}")
@@ -231,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="passnet",
         description="Evaluate compilers and passes on real GraphNet computation graphs; build datasets.",
+        epilog=TOP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
@@ -295,6 +311,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="score sample errors as b instead of excluding them",
     )
     p.add_argument("--json", default=None, metavar="FILE", help="write aggregated_score.json here")
+    p.add_argument(
+        "--id",
+        default=None,
+        help='the "id" field of aggregated_score.json (default: the name of the first INPUT)',
+    )
     p.set_defaults(func=_cmd_score)
 
     p = sub.add_parser(
@@ -327,11 +348,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _penalty_b(text: str) -> float:
+    value = _finite(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"b must be in (0, 1], got {text}")
+    return value
+
+
+def _penalty_p(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"p must be >= 0, got {text}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
 def _score_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--b", type=float, default=0.1, help="failure penalty b in (0, 1) (default: 0.1)"
+        "--b", type=_penalty_b, default=0.1, help="failure penalty b in (0, 1] (default: 0.1)"
     )
-    p.add_argument("--p", type=float, default=0.0, help="slowdown penalty p (default: 0)")
+    p.add_argument("--p", type=_penalty_p, default=0.0, help="slowdown penalty p >= 0 (default: 0)")
     p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
     p.add_argument(
         "--speedup", default="e2e", choices=["e2e", "device"], help="which speedup to score"

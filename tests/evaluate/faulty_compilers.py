@@ -149,3 +149,22 @@ class RecordsGc(Compiler):
             return module(*args)
 
         return run
+
+
+class MarksZeroInput(Compiler):
+    """Writes -0.0 over an input's 0.0 to mark it as seen, then skips the work on marked inputs.
+
+    Checked calls get fresh clones, so they compute; only a bitwise mutation check
+    (0.0 and -0.0 compare equal) stops the timed calls from doing nothing.
+    """
+
+    def compile(self, module, example_inputs):
+        def run(*args):
+            bias = args[1]
+            if torch.signbit(bias[0]).item():  # marked: a previous call saw these inputs
+                return (torch.empty_like(args[0]),)
+            out = module(*args)
+            bias[0] = -0.0
+            return out
+
+        return run

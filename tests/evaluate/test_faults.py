@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from passnet.evaluate import EvalSettings, evaluate_sample
 from passnet.status import Status
@@ -134,3 +135,36 @@ def test_a_sample_that_hangs_while_loading_is_a_sample_error_not_a_timeout(tmp_p
     rec = evaluate_sample(sample, faulty("RaisesAtRun"), settings=settings)
     assert rec.status is Status.SAMPLE_ERROR
     assert rec.error.stage == "load" and "before any compiler ran" in rec.error.message
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.complex64])
+def test_a_zero_overwritten_with_nan_or_negative_zero_is_a_mutation(dtype: torch.dtype) -> None:
+    from passnet.evaluate._child import _mutated
+
+    before = torch.tensor([0.0, 1.0, float("nan")]).to(dtype)
+    for mark in (float("nan"), -0.0):
+        after = before.clone()
+        after[0] = mark
+        assert _mutated([before, 3], [after, 3]) == [0], (dtype, mark)
+    assert _mutated([before], [before.clone()]) == []  # NaN in place of NaN is unchanged
+
+
+def test_an_input_marked_with_negative_zero_to_skip_work_is_caught(tmp_path: Path) -> None:
+    from passnet.sample import TensorMeta, write_sample
+
+    source = (
+        "import torch\n\n\nclass GraphModule(torch.nn.Module):\n"
+        "    def forward(self, L_x_: torch.Tensor, L_b_: torch.nn.parameter.Parameter):\n"
+        "        l_x_ = L_x_\n        l_b_ = L_b_\n"
+        "        out = torch.relu(l_x_) + l_b_\n        l_x_ = l_b_ = None\n"
+        "        return (out,)\n"
+    )
+    metas = [
+        TensorMeta("L_x_", [8, 16], torch.float32, mean=0.0, std=1.0),
+        TensorMeta("L_b_", [16], torch.float32, data=[0.0] * 16),  # a zero bias, as LayerNorm's
+    ]
+    sample = write_sample(tmp_path / "zero_bias", source, metas)
+    settings = EvalSettings(warmup=1, trials=3, rounds=1, timeout_s=120, num_threads=1)
+    rec = evaluate_sample(sample, faulty("MarksZeroInput"), settings=settings)
+    assert rec.status is Status.RUNTIME_ERROR, rec.error
+    assert any("mutated input 1" in f for f in rec.integrity), rec.integrity

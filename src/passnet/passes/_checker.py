@@ -24,6 +24,7 @@ from passnet.passes._rules import (
     Finding,
     allowed,
     is_dunder,
+    names_a_module,
 )
 from passnet.passes._symbols import (
     ModuleFacts,
@@ -494,9 +495,32 @@ class _Checker(ast.NodeVisitor):
             qual = ".".join(parts[:cut])
             if allowed(qual, in_pattern):
                 rest = parts[cut:]
-                for attr in rest:
+                if rest and parts[0] != PACKAGE and names_a_module(qual):
+                    # `tl.core.builtins`, `typing.sys`: the longer names were refused, and a
+                    # module may only be used as `module.<allowed name>`, in kernels too
+                    self.add(
+                        node,
+                        "torch-api" if parts[0] in ("torch", "triton") else "import",
+                        f"`{'.'.join(parts)}` is not allowed: `{qual}.{rest[0]}` is not an "
+                        f"allowed name of `{qual}`",
+                    )
+                    return
+                for k, attr in enumerate(rest, start=cut + 1):
                     if is_dunder(attr):
                         self.add(node, "dunder", f"dunder attribute `.{attr}` is not allowed")
+                    elif (
+                        (in_pattern or self.in_jit)
+                        and parts[0] != PACKAGE
+                        and (attr.startswith("_") or names_a_module(".".join(parts[:k])))
+                    ):
+                        # where value attributes are otherwise free, none may be private or
+                        # lead into a module (an object holding, say, `os` as an attribute)
+                        self.add(
+                            node,
+                            "torch-api" if parts[0] in ("torch", "triton") else "import",
+                            f"`{'.'.join(parts[:k])}` is not allowed: private or a module",
+                        )
+                        return
                     elif attr == "pattern":
                         self.add(
                             node,

@@ -4,7 +4,8 @@ The rules (``Finding.rule``), and why each exists:
 
 ``import``
     Only ``torch`` (and ``torch.nn``, ``torch.nn.functional``, ``torch.fx``),
-    ``triton``, ``triton.language`` (and its submodules), ``math``, ``typing``,
+    ``triton``, ``triton.language`` (and its ``math``/``extra`` libdevice
+    submodules), ``math``, ``typing``,
     ``__future__`` and the pass package itself (``pass_dir.<helper>`` or a
     relative import) may be imported, at module level only. This shuts out
     threads, timers, ``gc``, ``os``/``sys``/``io``, ``importlib``, ``ctypes``,
@@ -65,7 +66,11 @@ The rules (``Finding.rule``), and why each exists:
 """
 
 import ast
+import functools
+import importlib
+import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -76,10 +81,14 @@ __all__ = [
     "PASS_FUNCTIONS",
     "TORCH_ALLOWED",
     "TRITON_ALLOWED",
+    "TRITON_LANGUAGE_MODULES",
     "VALUE_ATTRS",
     "Finding",
     "allowed",
+    "importable",
     "is_dunder",
+    "names_a_module",
+    "resolves_to_value",
 ]
 
 PACKAGE = "pass_dir"
@@ -123,6 +132,20 @@ TORCH_ALLOWED = frozenset(
         *TORCH_DTYPES,
     }
 )
+
+# The triton.language modules a pass may import and name (math functions, libdevice).
+TRITON_LANGUAGE_MODULES = frozenset(
+    {
+        "triton.language",
+        "triton.language.math",
+        "triton.language.extra",
+        "triton.language.extra.libdevice",
+        "triton.language.extra.cuda",
+        "triton.language.extra.cuda.libdevice",
+    }
+)
+ALLOWED_MODULES = frozenset({"math", "typing", "__future__", *TRITON_LANGUAGE_MODULES})
+"""Modules whose attributes :func:`resolves_to_value` may walk through."""
 
 TRITON_ALLOWED = frozenset(
     {
@@ -234,10 +257,83 @@ def allowed(qualname: str, in_pattern: bool) -> bool:
             return not qualname.startswith(PATTERN_DENIED) and qualname != "torch"
         return qualname in TORCH_ALLOWED
     if root == "triton":
-        return qualname in TRITON_ALLOWED or qualname.startswith("triton.language.")
+        if qualname in TRITON_ALLOWED:
+            return True
+        return qualname.startswith("triton.language.") and resolves_to_value(qualname)
     if root in ("math", "typing", "__future__"):
-        return qualname != root
+        return resolves_to_value(qualname)
     if root == PACKAGE:
         last = qualname.rsplit(".", 1)[-1]
         return last != "pattern" and not is_dunder(last)
     return False
+
+
+def importable(module: str) -> bool:
+    """May a pass import ``module`` (``import m`` or ``from m import ...``)?"""
+    return module in IMPORTABLE or module in TRITON_LANGUAGE_MODULES
+
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def resolves_to_value(qualname: str) -> bool:
+    """Does ``qualname`` name an existing object, not a module, reached through allowed modules only?
+
+    ``typing``, ``triton.language`` and its submodules hold other modules as
+    attributes (``typing.sys``, ``tl.core.builtins``, Triton's ``knobs.os``): a
+    prefix rule would let ``typing.sys.modules[...]`` or
+    ``tl.core.builtins.getattr`` through. So the name is resolved on the real
+    modules, one attribute at a time, and every module on the way must be one a
+    pass may import; the end must not be a module at all (it may only be used as
+    ``module.<name>``). A name that does not resolve here is refused too.
+    """
+    parts = qualname.split(".")
+    root = parts[0] if parts[0] != "triton" else "triton.language"
+    if not qualname.startswith(root + ".") or root not in ALLOWED_MODULES:
+        return False
+    try:
+        obj: Any = importlib.import_module(root)
+    except ImportError:
+        return False
+    for part in qualname[len(root) + 1 :].split("."):
+        if is_dunder(part) or part.startswith("_"):
+            return False  # private or dunder: never part of the allowed surface
+        value = getattr(obj, part, _MISSING)
+        if value is _MISSING and inspect.ismodule(obj):
+            candidate = f"{obj.__name__}.{part}"
+            if candidate in ALLOWED_MODULES:  # a submodule not imported yet
+                value = importlib.import_module(candidate)
+        if value is _MISSING:
+            return False
+        if inspect.ismodule(value) and value.__name__ not in ALLOWED_MODULES:
+            return False
+        obj = value
+    return not inspect.ismodule(obj)
+
+
+@functools.lru_cache(maxsize=4096)
+def names_a_module(qualname: str) -> bool:
+    """Is ``qualname`` (rooted at torch, triton, math, typing or __future__) a module here?
+
+    Unresolvable names count as modules: a chain may only continue past an
+    allowed prefix when that prefix is a known value (``torch.float16.itemsize``).
+    """
+    parts = qualname.split(".")
+    if parts[0] not in ("torch", "triton", "math", "typing", "__future__"):
+        return False
+    try:
+        obj: Any = importlib.import_module(parts[0])
+    except ImportError:
+        return True
+    for part in parts[1:]:
+        value = getattr(obj, part, _MISSING)
+        if value is _MISSING and inspect.ismodule(obj):
+            try:
+                value = importlib.import_module(f"{obj.__name__}.{part}")
+            except ImportError:
+                return True
+        if value is _MISSING:
+            return True
+        obj = value
+    return inspect.ismodule(obj)

@@ -11,7 +11,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from passnet.passes._rules import IMPORTABLE, MUTABLE_NODES, PACKAGE, Finding, is_dunder
+from passnet.passes._rules import (
+    IMPORTABLE,
+    MUTABLE_NODES,
+    PACKAGE,
+    TRITON_LANGUAGE_MODULES,
+    Finding,
+    importable,
+    is_dunder,
+)
 
 __all__ = ["ModuleFacts", "Report", "attr_chain", "collect", "is_jit_decorator", "parse"]
 
@@ -70,7 +78,7 @@ def collect(mod: ModuleFacts, files: set[str], report: Report) -> None:
     for stmt in mod.tree.body:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
-                if alias.name not in IMPORTABLE and not alias.name.startswith("triton.language."):
+                if not importable(alias.name):
                     if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
                         _check_package_module(mod, alias.name, stmt, files, report)
                     else:
@@ -95,7 +103,7 @@ def collect(mod: ModuleFacts, files: set[str], report: Report) -> None:
             if source == PACKAGE or source.startswith(PACKAGE + "."):
                 if source != PACKAGE:
                     _check_package_module(mod, source, stmt, files, report)
-            elif source not in IMPORTABLE and not source.startswith("triton.language."):
+            elif not importable(source):
                 report.add(mod, mod.file, stmt, "import", _import_message(source))
                 continue
             for alias in stmt.names:
@@ -133,8 +141,8 @@ def collect(mod: ModuleFacts, files: set[str], report: Report) -> None:
 
 
 def _import_message(name: str) -> str:
-    allowed = ", ".join(sorted(IMPORTABLE - {"__future__"}))
-    return f"import of {name!r} is not allowed (allowed: {allowed}, triton.language.*, {PACKAGE}.<helper>)"
+    allowed = ", ".join(sorted((IMPORTABLE | TRITON_LANGUAGE_MODULES) - {"__future__"}))
+    return f"import of {name!r} is not allowed (allowed: {allowed}, {PACKAGE}.<helper>)"
 
 
 def _import_from_module(stmt: ast.ImportFrom) -> str | None:

@@ -286,7 +286,8 @@ class _Parser:
 
 
 def _stats(d: dict[str, Any]) -> TimingStats:
-    median = float(d.get("median", d["mean"]))
+    # GraphNet logs print the mean (and no median); ours print both. Either will do.
+    median = float(d["median"] if "median" in d else d["mean"])
     return TimingStats(
         median_ms=median,
         iqr_ms=float(d.get("iqr", math.nan)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +27,10 @@ class ScoreParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interpretation", Interpretation(self.interpretation))
-        if not 0 < self.b <= 1:
+        if not 0 < self.b <= 1:  # NaN fails this too
             raise ValueError(f"failure penalty b must be in (0, 1], got {self.b}")
-        if self.p < 0:
-            raise ValueError(f"slowdown penalty p must be >= 0, got {self.p}")
+        if not (self.p >= 0 and math.isfinite(self.p)):
+            raise ValueError(f"slowdown penalty p must be finite and >= 0, got {self.p}")
         if self.speedup_kind not in ("e2e", "device"):
             raise ValueError(f"speedup_kind must be 'e2e' or 'device', got {self.speedup_kind!r}")
 

@@ -39,6 +39,8 @@ STATIC = {
     "dict_delegation": "dunder",
     "importlib_delegation": "import",
     "sys_modules": "import",
+    "typing_escape": "import",
+    "triton_module_escape": "torch-api",
     "tensor_method_delegation": "tensor-method",
     "tensor_type_delegation": "tensor-method",
     "replacement_args_compute": "replacement-args",
