@@ -212,5 +212,9 @@ def test_a_replacement_returning_the_wrong_arity_is_a_runtime_error(
     result = manager.apply(trace_graph(module))
     with pytest.raises(
         ReplacementError, match="returned a Tensor, but the pattern returns a tuple of 2"
-    ):
+    ) as err:
         result.graph_module(*inputs)
+    # file and line of the replacement function that returned it
+    fn = result.sites[0].rule.replacement
+    assert err.value.context["file"] == "RollAddLN.py"
+    assert err.value.context["line"] == str(fn.__code__.co_firstlineno)

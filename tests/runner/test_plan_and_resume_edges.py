@@ -117,3 +117,26 @@ def test_a_folder_with_sample_files_but_no_model_is_named(
     with pytest.raises(InputFormatError, match="has weight_meta.py but no model.py") as err:
         find_samples([broken])
     assert err.value.context["file"] == str(broken / "model.py")
+
+
+def test_echoed_log_lines_are_not_wrapped_when_the_console_is_narrow(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from passnet.score import parse_log
+
+    out = io.StringIO()
+    console = Console(file=out, width=40, force_terminal=False)
+    run_evaluations(
+        plan_items([MLP]), compiler="eager", settings=fast, out_dir=tmp_path, console=console
+    )
+    echoed = [line for line in out.getvalue().splitlines() if "[passnet] meta: " in line]
+    assert len(echoed) == 1 and len(echoed[0]) > 40
+    # what `entry.sh >> LOG` collects parses like eval.log
+    (record,) = parse_log(
+        "\n".join(x for x in out.getvalue().splitlines() if not x.startswith("eager on"))
+    )
+    assert record.graph.endswith("sadhaklal_mlp-iris")

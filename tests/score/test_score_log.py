@@ -164,6 +164,43 @@ def test_pass_mismatch_renders_the_early_exit_lines():
     assert "[Result] status: failed" in lines
 
 
+def test_the_pass_managers_own_lines_are_rendered_once_and_explanations_kept():
+    # what PassManager.apply records: its log lines, and the explanation of a failed match
+    report = PassReport(
+        loaded=["Hit", "Miss"],
+        replacements={"Hit": 2, "Miss": 0},
+        matched=True,
+        diagnostics=[
+            "[PassMgrBackend] Loaded 2 passes: ['Hit', 'Miss']",
+            "[PassMgrBackend] Applied 2 replacements with Hit.",
+            "[PassMgrBackend] Pass Miss failed to match.",
+            "[PassMgrBackend]   best partial match: 3 of 4 nodes",
+            "Has Any pass matched? [True]",
+            "a note without the prefix",
+        ],
+    )
+    lines = render_log(build_record("x", Status.OK, speedup=1.1, pass_report=report))
+    assert sum("Loaded 2 passes" in line for line in lines) == 1
+    assert sum("Applied 2 replacements with Hit." in line for line in lines) == 1
+    assert sum("Pass Miss failed to match." in line for line in lines) == 1
+    assert sum(line.startswith("Has Any pass matched?") for line in lines) == 1
+    assert "[PassMgrBackend]   best partial match: 3 of 4 nodes" in lines
+    assert "[PassMgrBackend] Diagnostic: a note without the prefix" in lines
+    (parsed,) = parse_log("\n".join(lines))
+    assert parsed.pass_report.replacements == {"Hit": 2, "Miss": 0}
+
+
+def test_a_timed_record_has_the_profiling_line_of_the_seed():
+    record = build_record("x", Status.OK, speedup=1.1)
+    record.device, record.device_name = "cuda", "NVIDIA H200"
+    record.settings = {"warmup": 25, "trials": 100}
+    assert "[Profiling] Using device: cuda NVIDIA H200, warm up 25, trials 100" in render_log(
+        record
+    )
+    untimed = build_record("y", Status.RUNTIME_ERROR)
+    assert not any("[Profiling]" in line for line in render_log(untimed))
+
+
 def _fp16_checks(first_true: int, prompt: str = PROMPT) -> list[str]:
     return [
         f"{prompt} [Correctness][{log_key(*tolerance(torch.float16, t))}]: {int(t >= first_true)}"

@@ -93,6 +93,11 @@ def replacement_target(rule: PassRule, guard: DispatchGuard) -> Callable[..., An
     fn = rule.replacement
     name = rule.name
     expected = rule.pattern.num_outputs if rule.pattern.multi_output else None
+    code = getattr(fn, "__code__", None)
+    where = {
+        "file": Path(code.co_filename).name if code else rule.file.name,
+        "line": code.co_firstlineno if code else None,
+    }
 
     def call(*args: Any) -> Any:
         out = fn(*args) if rule.trusted else guard.call(name, fn, args)
@@ -102,7 +107,7 @@ def replacement_target(rule: PassRule, guard: DispatchGuard) -> Callable[..., An
                     f"pass {name}: {fn.__name__} returned a {type(out).__name__}, but the pattern returns a "
                     "single value",
                     pass_name=name,
-                    file=rule.file.name,
+                    **where,
                 )
         elif not isinstance(out, (tuple, list)) or len(out) != expected:
             got = (
@@ -113,7 +118,7 @@ def replacement_target(rule: PassRule, guard: DispatchGuard) -> Callable[..., An
             raise ReplacementError(
                 f"pass {name}: {fn.__name__} returned a {got}, but the pattern returns a tuple of {expected}",
                 pass_name=name,
-                file=rule.file.name,
+                **where,
             )
         return out
 

@@ -168,7 +168,10 @@ def run_evaluations(
                     log_file.flush()
                     if echo_logs:
                         for line in lines:
-                            progress.console.print(line, markup=False, highlight=False)
+                            # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
+                            progress.console.print(
+                                line, markup=False, highlight=False, soft_wrap=True
+                            )
                     progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
             except KeyboardInterrupt:
                 for f in futures:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,13 @@ def _timing_json(timing: Timing) -> str:
     return json.dumps(d)
 
 
+_PM = "[PassMgrBackend]"
+_RENDERED_ABOVE = re.compile(
+    r"\[PassMgrBackend\] (Loaded \d+ passes: |Applied \d+ replacements with |Pass \S+ failed to match\.$)"
+    r"|Has Any pass matched\? |Pass testing early exits"
+)
+
+
 def _pass_lines(record: EvalRecord) -> list[str]:
     report = record.pass_report
     if report is None:
@@ -96,7 +104,10 @@ def _pass_lines(record: EvalRecord) -> list[str]:
         else:
             lines.append(f"[PassMgrBackend] Pass {name} failed to match.")
     for diagnostic in report.diagnostics:
-        lines.append(f"[PassMgrBackend] Diagnostic: {' '.join(diagnostic.splitlines())}")
+        if _RENDERED_ABOVE.match(diagnostic):
+            continue  # the report's own lines, already rendered from its fields
+        text = " ".join(diagnostic.splitlines())
+        lines.append(text if text.startswith(_PM) else f"{_PM} Diagnostic: {text}")
     lines.append(f"Has Any pass matched? [{report.matched}]")
     if record.status is Status.PASS_MISMATCH:
         lines.append("Pass testing early exits on pass mismatch.")
@@ -174,6 +185,12 @@ def render_log(record: EvalRecord, *, prefix: str = "") -> list[str]:
         tagged.append(f"[passnet] error: {json.dumps(error, sort_keys=True)}")
     lines = [lead + line for line in tagged]
     lines += _pass_lines(record)
+    if record.eager is not None and record.compiled is not None:
+        hardware = f" {record.device_name}" if record.device_name else ""
+        lines.append(
+            f"{lead}[Profiling] Using device: {record.device}{hardware}, "
+            f"warm up {record.settings.get('warmup', '?')}, trials {record.settings.get('trials', '?')}"
+        )
 
     tagged = _correctness_lines(record)
     if record.status is Status.OK:
