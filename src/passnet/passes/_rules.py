@@ -274,9 +274,36 @@ def importable(module: str) -> bool:
 
 
 _MISSING = object()
+_RESOLVABLE_ROOTS = ("torch", "triton", "math", "typing", "__future__")
 
 
 @functools.lru_cache(maxsize=4096)
+def _resolve(qualname: str) -> tuple[Any, ...] | None:
+    """The objects along ``qualname``, from its root module to its end; None where a step is missing.
+
+    A submodule not imported yet is imported only if a pass may import it.
+    """
+    parts = qualname.split(".")
+    if parts[0] not in _RESOLVABLE_ROOTS:
+        return None
+    try:
+        obj: Any = importlib.import_module(parts[0])
+    except ImportError:
+        return None
+    path = [obj]
+    for part in parts[1:]:
+        value = getattr(obj, part, _MISSING)
+        if value is _MISSING and inspect.ismodule(obj):
+            candidate = f"{obj.__name__}.{part}"
+            if candidate in ALLOWED_MODULES or candidate in IMPORTABLE:
+                value = importlib.import_module(candidate)
+        if value is _MISSING:
+            return None
+        path.append(value)
+        obj = value
+    return tuple(path)
+
+
 def resolves_to_value(qualname: str) -> bool:
     """Does ``qualname`` name an existing object, not a module, reached through allowed modules only?
 
@@ -288,52 +315,28 @@ def resolves_to_value(qualname: str) -> bool:
     pass may import; the end must not be a module at all (it may only be used as
     ``module.<name>``). A name that does not resolve here is refused too.
     """
-    parts = qualname.split(".")
-    root = parts[0] if parts[0] != "triton" else "triton.language"
-    if not qualname.startswith(root + ".") or root not in ALLOWED_MODULES:
+    root = "triton.language" if qualname.startswith("triton.") else qualname.split(".", 1)[0]
+    if root not in ALLOWED_MODULES or not qualname.startswith(root + "."):
         return False
-    try:
-        obj: Any = importlib.import_module(root)
-    except ImportError:
+    steps = qualname[len(root) + 1 :].split(".")
+    if any(part.startswith("_") for part in steps):
+        return False  # private or dunder: never part of the allowed surface
+    path = _resolve(qualname)
+    if path is None:
         return False
-    for part in qualname[len(root) + 1 :].split("."):
-        if is_dunder(part) or part.startswith("_"):
-            return False  # private or dunder: never part of the allowed surface
-        value = getattr(obj, part, _MISSING)
-        if value is _MISSING and inspect.ismodule(obj):
-            candidate = f"{obj.__name__}.{part}"
-            if candidate in ALLOWED_MODULES:  # a submodule not imported yet
-                value = importlib.import_module(candidate)
-        if value is _MISSING:
-            return False
-        if inspect.ismodule(value) and value.__name__ not in ALLOWED_MODULES:
-            return False
-        obj = value
-    return not inspect.ismodule(obj)
+    beyond_root = path[len(path) - len(steps) :]
+    if any(inspect.ismodule(o) and o.__name__ not in ALLOWED_MODULES for o in beyond_root):
+        return False
+    return not inspect.ismodule(path[-1])
 
 
-@functools.lru_cache(maxsize=4096)
 def names_a_module(qualname: str) -> bool:
     """Is ``qualname`` (rooted at torch, triton, math, typing or __future__) a module here?
 
     Unresolvable names count as modules: a chain may only continue past an
     allowed prefix when that prefix is a known value (``torch.float16.itemsize``).
     """
-    parts = qualname.split(".")
-    if parts[0] not in ("torch", "triton", "math", "typing", "__future__"):
+    if qualname.split(".", 1)[0] not in _RESOLVABLE_ROOTS:
         return False
-    try:
-        obj: Any = importlib.import_module(parts[0])
-    except ImportError:
-        return True
-    for part in parts[1:]:
-        value = getattr(obj, part, _MISSING)
-        if value is _MISSING and inspect.ismodule(obj):
-            try:
-                value = importlib.import_module(f"{obj.__name__}.{part}")
-            except ImportError:
-                return True
-        if value is _MISSING:
-            return True
-        obj = value
-    return inspect.ismodule(obj)
+    path = _resolve(qualname)
+    return path is None or inspect.ismodule(path[-1])
