@@ -59,7 +59,11 @@ def test_score_and_plot_read_a_results_folder(tmp_path: Path) -> None:
         == 0
     )
     assert main(["score", str(out), "--b", "0.2", "--json", str(tmp_path / "s.json")]) == 0
-    assert json.loads((tmp_path / "s.json").read_text())["params"]["b"] == 0.2
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["params"]["b"] == 0.2
+    assert written["id"] == "run"  # the first INPUT's name unless --id says otherwise
+    assert main(["score", str(out), "--id", "mine", "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["id"] == "mine"
     assert main(["plot", f"eager={out}", "--out", str(tmp_path / "fig")]) == 0
     assert any(p.suffix == ".png" and p.stat().st_size > 0 for p in (tmp_path / "fig").iterdir())
 
@@ -95,3 +99,25 @@ def test_cli_doc_is_up_to_date() -> None:
     assert (root / "docs" / "cli.md").read_text() == mod.render(), (
         "run: python tools/gen_cli_doc.py"
     )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--b", "0", "failure penalty b must be in (0, 1], got 0.0"),
+        ("--b", "1.5", "failure penalty b must be in (0, 1], got 1.5"),
+        ("--b", "nan", "failure penalty b must be in (0, 1], got nan"),
+        ("--p", "-1", "slowdown penalty p must be finite and >= 0, got -1.0"),
+        ("--p", "nan", "slowdown penalty p must be finite and >= 0, got nan"),
+    ],
+)
+def test_score_parameters_out_of_range_are_errors_not_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    log = tmp_path / "eval.log"
+    log.write_text(
+        "[Processing] /x/m\n[Result] status: failed\n[Fail due to eager model execution error.]\n"
+    )
+    assert main(["score", str(log), option, value]) == 2
+    out = capsys.readouterr().out
+    assert message in " ".join(out.split())

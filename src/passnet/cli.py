@@ -197,7 +197,7 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
             count_sample_errors=args.count_sample_errors,
             score_id=score_id,
         )
-    except ValueError as exc:  # nothing left to score, several runs mixed, no device timing
+    except ValueError as exc:  # b or p out of range, nothing to score, several runs mixed, ...
         raise PassnetError(str(exc), inputs=" ".join(args.inputs)) from exc
     console.print(score_table(report))
     if args.json:
@@ -348,35 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _penalty_b(text: str) -> float:
-    value = _finite(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"b must be in (0, 1], got {text}")
-    return value
-
-
-def _penalty_p(text: str) -> float:
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"p must be >= 0, got {text}")
-    return value
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
-    return value
-
-
 def _score_options(p: argparse.ArgumentParser) -> None:
+    # Ranges are checked once, by ScoreParams; _cmd_score turns its ValueError into an error.
     p.add_argument(
-        "--b", type=_penalty_b, default=0.1, help="failure penalty b in (0, 1] (default: 0.1)"
+        "--b", type=float, default=0.1, help="failure penalty b in (0, 1] (default: 0.1)"
     )
-    p.add_argument("--p", type=_penalty_p, default=0.0, help="slowdown penalty p >= 0 (default: 0)")
+    p.add_argument("--p", type=float, default=0.0, help="slowdown penalty p >= 0 (default: 0)")
     p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
     p.add_argument(
         "--speedup", default="e2e", choices=["e2e", "device"], help="which speedup to score"
