@@ -44,3 +44,51 @@ def test_warm_is_not_passed_to_inductor_as_an_option(fresh_inductor_cache) -> No
     module, inputs = _module()
     compiled = create_compiler("inductor", warm=False, dynamic=False).compile(module, inputs)
     torch.testing.assert_close(compiled(*inputs), module(*inputs))
+
+
+def _threads_seen_by_the_pool(monkeypatch) -> list[int]:
+    """Inductor's number of compile threads each time it decides whether (and how large) a
+    pool of compile workers to use."""
+    import torch._inductor.async_compile as async_compile
+
+    seen: list[int] = []
+    decide = async_compile.get_compile_threads
+
+    def get_compile_threads() -> int:
+        seen.append(decide())
+        return seen[-1]
+
+    monkeypatch.setattr(async_compile, "get_compile_threads", get_compile_threads)
+    return seen
+
+
+def test_compiles_in_process_by_default(fresh_inductor_cache, monkeypatch) -> None:
+    # No pool of compile workers per evaluation: with warm caches it cost ~9 s each on an
+    # H100 machine of 16 cores (benchmarks/bench_startup.py).
+    seen = _threads_seen_by_the_pool(monkeypatch)
+    module, inputs = _module()
+    compiled = create_compiler("inductor").compile(module, inputs)
+    assert seen and set(seen) == {1}
+    torch.testing.assert_close(compiled(*inputs), module(*inputs))
+
+
+def test_compile_threads_config_and_max_autotune_leave_the_pool_to_inductor(
+    fresh_inductor_cache, monkeypatch
+) -> None:
+    import torch._inductor.config as inductor_config
+
+    seen = _threads_seen_by_the_pool(monkeypatch)
+    module, inputs = _module()
+    create_compiler("inductor", compile_threads=3, warm=False).compile(module, inputs)
+    assert seen and set(seen) == {3}
+    seen.clear()
+    create_compiler("inductor", compile_threads=None, warm=False).compile(module, inputs)
+    assert seen and set(seen) == {inductor_config.decide_compile_threads()}
+    assert create_compiler("inductor-max-autotune").default_compile_threads is None
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "4", True])
+def test_compile_threads_must_be_a_positive_integer(bad) -> None:
+    module, inputs = _module()
+    with pytest.raises(ValueError, match="compile_threads must be a positive integer"):
+        create_compiler("inductor", compile_threads=bad).compile(module, inputs)

@@ -34,14 +34,18 @@ class Eager(Compiler):
 class Inductor(Compiler):
     """``torch.compile`` with its defaults (TorchInductor).
 
-    Config: ``dynamic`` (default False), ``warm`` (default True: see :func:`compile_warm`),
-    any other key is an Inductor option.
+    Config: ``dynamic`` (default False), ``warm`` (default True) and ``compile_threads``
+    (default 1, except for max-autotune; ``None``: Inductor's own choice, one per core),
+    see :func:`compile_warm`; any other key is an Inductor option.
     """
 
     mode: str | None = None
+    default_compile_threads: int | None = 1
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
-        options = {k: v for k, v in self.config.items() if k not in ("dynamic", "warm")}
+        options = {
+            k: v for k, v in self.config.items() if k not in ("dynamic", "warm", "compile_threads")
+        }
         kwargs: dict[str, Any] = {
             "backend": "inductor",
             "dynamic": self.config.get("dynamic", False),
@@ -50,11 +54,22 @@ class Inductor(Compiler):
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options
-        return compile_warm(module, example_inputs, warm=self.config.get("warm", True), **kwargs)
+        return compile_warm(
+            module,
+            example_inputs,
+            warm=self.config.get("warm", True),
+            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
+            **kwargs,
+        )
 
 
 def compile_warm(
-    module: torch.nn.Module, example_inputs: list[Any], *, warm: bool = True, **kwargs: Any
+    module: torch.nn.Module,
+    example_inputs: list[Any],
+    *,
+    warm: bool = True,
+    compile_threads: int | None = 1,
+    **kwargs: Any,
 ) -> Callable[..., Any]:
     """``torch.compile(module, **kwargs)``, compiled now; with ``warm``, compiled a second time.
 
@@ -69,14 +84,34 @@ def compile_warm(
     were cold or warm. Without it, a cold and a warm run of the same command can
     time different programs (measured on an H200: a Swin graph's compiled median
     was 1.56 ms after a cold compile and 1.14 ms after a cache hit).
+
+    ``compile_threads`` is Inductor's number of compile workers while compiling here.
+    The default, 1, compiles in this process: with more, Inductor starts a pool of
+    worker processes in every evaluation (a sidecar that imports torch, then a worker
+    per thread), also when its caches hold every kernel already, and stops it at the
+    end. On an H100 machine with 16 cores that cost about 9 s per evaluation with warm
+    caches (``benchmarks/bench_startup.py``). A pool pays only for cold compiles of
+    graphs with many kernels; ``None`` leaves the number to Inductor (one per core).
     """
+    if compile_threads is not None and (
+        isinstance(compile_threads, bool)
+        or not isinstance(compile_threads, int)
+        or compile_threads < 1
+    ):
+        raise ValueError(
+            f"compiler config compile_threads must be a positive integer or None, "
+            f"got {compile_threads!r}"
+        )
+    import torch._inductor.config as inductor_config
+
+    patch = {} if compile_threads is None else {"compile_threads": compile_threads}
     passes = 2 if warm else 1
     compiled: Callable[..., Any] = module
     for attempt in range(passes):
         torch._dynamo.reset()
         hits_before = _fx_cache_hits()
         compiled = torch.compile(module, **kwargs)
-        with torch.no_grad():
+        with torch.no_grad(), inductor_config.patch(patch):
             compiled(*example_inputs)
         if attempt == 1 and _fx_cache_hits() == hits_before:
             log.warning(
@@ -108,9 +143,14 @@ def stop_compile_workers() -> None:
 
 @register_compiler("inductor-max-autotune")
 class InductorMaxAutotune(Inductor):
-    """``torch.compile(mode="max-autotune")``."""
+    """``torch.compile(mode="max-autotune")``.
+
+    Autotuning compiles many candidate kernels, in parallel over Inductor's compile
+    workers, so this compiler leaves their number to Inductor.
+    """
 
     mode = "max-autotune"
+    default_compile_threads = None
 
 
 @register_compiler("cudagraphs")

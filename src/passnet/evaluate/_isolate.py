@@ -1,7 +1,8 @@
 """Run a function in a disposable child process with a timeout.
 
-Children are forked from a *forkserver* that has already imported torch and
-passnet, so a child starts in milliseconds, while each evaluation still gets a
+Children are forked from a *forkserver* that has already imported torch, Dynamo
+and passnet, so a child starts in milliseconds and its first ``torch.compile``
+imports less, while each evaluation still gets a
 fresh process: a segfault, an abort, a CUDA error, an OOM kill or a hang ends
 the child, never the harness. The forkserver itself never touches CUDA, so the
 children may initialize it.
@@ -19,7 +20,23 @@ from typing import Any
 
 __all__ = ["ChildOutcome", "run_isolated"]
 
-_PRELOAD = ["torch", "passnet.evaluate._child", "passnet.compilers", "passnet.sample"]
+_PRELOAD = [
+    "torch",
+    # Modules that the first torch.compile of every child would otherwise import
+    # (Dynamo, AOTAutograd, the compile-worker code: about 2 s on the 2-core development
+    # CPU). Only modules whose import touches no CUDA: one that queries a device (such as
+    # torch._inductor.compile_fx on torch 2.11 with CUDA) marks every later fork as a bad
+    # fork, and no child could use the GPU; benchmarks/probe_fork_safety.py checks a
+    # module on a CUDA machine. A name that a torch version lacks is skipped.
+    "torch._dynamo",
+    "torch._functorch.aot_autograd",
+    "torch._inductor.async_compile",
+    "triton.language",
+    "passnet.evaluate._child",
+    "passnet.compilers",
+    "passnet.sample",
+    "passnet.passes",
+]
 _ctx_lock = threading.Lock()
 _ctx: Any = None
 
