@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from passnet.errors import DeviceUnavailable, InputFormatError, StoreError
-from passnet.evaluate import EvalSettings
+from passnet.evaluate import EvalSettings, probe_device
 from passnet.runner import ResultStore, check_device, plan_items, read_records, run_evaluations
 from passnet.sample import find_samples
 from passnet.status import Status
@@ -96,6 +96,27 @@ def test_cuda_on_a_machine_without_it_is_refused_before_anything_runs(tmp_path: 
     with pytest.raises(DeviceUnavailable, match="torch sees no CUDA device"):
         run_evaluations(plan_items([MLP]), compiler="eager", device="cuda", out_dir=tmp_path)
     assert not (tmp_path / "results.jsonl").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a child that cannot use CUDA")
+def test_a_device_the_children_cannot_use_stops_the_run_before_any_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent believes in a GPU, its evaluation children cannot use it (as when the
+    # forkserver touched CUDA before forking): the run stops, instead of recording every
+    # sample as broken.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(DeviceUnavailable, match=r"an evaluation child cannot use cuda:0: .*CUDA"):
+        run_evaluations(plan_items([MLP]), compiler="eager", device="cuda", out_dir=tmp_path)
+    results = tmp_path / "results.jsonl"
+    assert not results.exists() or read_records(results) == []
+
+
+def test_probe_device_answers_for_the_children() -> None:
+    assert probe_device("cpu") is None
+    if not torch.cuda.is_available():
+        assert "CUDA" in (probe_device("cuda") or "")
 
 
 def test_a_cuda_only_compiler_on_cpu_is_refused_up_front() -> None:

@@ -1,6 +1,6 @@
 """One graph × one compiler: isolated run, correctness, timing → :class:`EvalRecord`."""
 
-from passnet.evaluate._evaluate import evaluate_sample, software_versions
+from passnet.evaluate._evaluate import evaluate_sample, probe_device, software_versions
 from passnet.evaluate._isolate import ChildOutcome, run_isolated
 from passnet.evaluate._record import (
     SCHEMA_VERSION,
@@ -23,6 +23,7 @@ __all__ = [
     "EvalSettings",
     "run_isolated",
     "evaluate_sample",
+    "probe_device",
     "software_versions",
     "SCHEMA_VERSION",
     "Correctness",

@@ -28,7 +28,7 @@ from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 from passnet.status import Status
 
-__all__ = ["ChildRequest", "run_child"]
+__all__ = ["ChildRequest", "probe_device_child", "run_child"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,16 @@ class _Stage:
         self._t = now
         self.name = name
         self.send(("stage", name))
+
+
+def probe_device_child(device: str, send: Send) -> None:
+    """Allocate on ``device`` and synchronise: can an evaluation child use it at all?"""
+    try:
+        torch.ones(1, device=device).add_(1)
+        _sync(device)
+        send(("result", {"error": None}))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as text
+        send(("result", {"error": f"{type(exc).__name__}: {exc}"}))
 
 
 def _clone(values: list[Any]) -> list[Any]:

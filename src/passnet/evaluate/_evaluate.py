@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from passnet.errors import SampleError
-from passnet.evaluate._child import ChildRequest, run_child
+from passnet.evaluate._child import ChildRequest, probe_device_child, run_child
 from passnet.evaluate._isolate import ChildOutcome, run_isolated
 from passnet.evaluate._record import (
     ErrorInfo,
@@ -24,7 +24,7 @@ from passnet.evaluate._settings import EvalSettings
 from passnet.sample import load_sample
 from passnet.status import Status
 
-__all__ = ["evaluate_sample", "software_versions"]
+__all__ = ["evaluate_sample", "probe_device", "software_versions"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,22 @@ def software_versions() -> dict[str, str]:
     if torch.version.cuda:
         versions["cuda"] = torch.version.cuda
     return versions
+
+
+def probe_device(device: str, timeout_s: float = 120.0) -> str | None:
+    """Whether an evaluation child can use ``device``: None if it can, else why not.
+
+    A child that cannot (a driver that fails after fork, a forkserver that touched
+    CUDA before forking) would fail every evaluation in its load stage, and those
+    records would read as broken samples; the runner asks this once before a run.
+    """
+    outcome = run_isolated(probe_device_child, (device,), timeout_s)
+    if outcome.result is not None:
+        return outcome.result["error"]
+    if outcome.timed_out:
+        return f"no answer within {timeout_s:.0f} s"
+    how = outcome.signal_name or f"exit code {outcome.exitcode}"
+    return f"the child process died ({how})"
 
 
 def _now() -> str:

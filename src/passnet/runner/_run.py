@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
-from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample
+from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample, probe_device
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
 from passnet.sample import load_sample
@@ -134,6 +134,14 @@ def run_evaluations(
     if done:
         console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
     devices = worker_devices(device, max(1, jobs))
+    if todo and device.startswith("cuda"):
+        problem = probe_device(devices[0])
+        if problem is not None:
+            store.close()
+            raise DeviceUnavailable(
+                f"an evaluation child cannot use {devices[0]}: {problem}; nothing was evaluated",
+                device=device,
+            )
     new: list[EvalRecord] = []
     log_path = store.dir / EVAL_LOG
     progress = Progress(
