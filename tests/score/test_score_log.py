@@ -497,3 +497,23 @@ def test_nan_diffs_parse_as_nan():
     (record,) = parse_log(text)
     assert record.correctness is not None and math.isnan(record.correctness.max_diff)
     assert record.status is Status.ACCURACY
+
+
+def test_levels_a_partial_log_leaves_out_follow_from_the_stated_ones(caplog):
+    # Only t = -5 (allclose) and t = -7 (not) are stated: larger t are implied allclose,
+    # smaller t implied not, and t = -6 is undecided (scored as not correct, and logged).
+    keep = {-5: 1, -7: 0}
+    lines = [
+        f"[Correctness][{log_key(*tolerance(torch.float16, t))}]: {v}" for t, v in keep.items()
+    ]
+    text = "\n".join(
+        ["[Processing] g", "[Datatype][eager]: float16", *lines, "[Result] status: success"]
+    )
+    with caplog.at_level("WARNING"):
+        (record,) = parse_log(text)
+    assert record.correctness is not None
+    expected = {t: t >= -5 for t in range(-10, 2) if t != -6}
+    assert record.correctness.allclose == expected
+    assert record.status is Status.OK
+    assert [record.correct_at(t) for t in (-8, -6, -4, 0, 3)] == [False, False, True, True, True]
+    assert "t = -6" in caplog.text

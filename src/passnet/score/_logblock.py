@@ -7,6 +7,7 @@ from the ``all_close_atol_…_rtol_…`` keys through the dtype tables.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from passnet.score._tolerance import BASELINE_T, TOLERANCE_LEVELS, log_key, tole
 from passnet.status import Status
 
 __all__ = ["Block", "PassFacts", "block_to_record"]
+
+log = logging.getLogger(__name__)
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -187,6 +190,7 @@ def block_correctness(block: Block) -> Correctness | None:
         verdict = _allclose_at(t, checks, dtypes, primary)
         if verdict is not None:
             allclose[t] = verdict
+    allclose = _fill_by_monotonicity(allclose, block.graph)
     max_diffs, mean_diffs = checks.get("max_diff", []), checks.get("mean_diff", [])
     equal = checks.get("equal")
     per_output = n == 1 or len(max_diffs) == n
@@ -213,6 +217,35 @@ def block_correctness(block: Block) -> Correctness | None:
         draws=int(block.meta.get("draws", 1)),
         first_failing_draw=block.meta.get("first_failing_draw"),
     )
+
+
+def _fill_by_monotonicity(stated: dict[int, bool], graph: str) -> dict[int, bool]:
+    """Levels a partial log does not state, where the stated ones decide them.
+
+    atol and rtol only grow with t, so outputs allclose at t are allclose at every
+    larger t, and outputs not allclose at t are not at any smaller t. A level that
+    the stated ones leave open stays out of ``allclose`` (scored as not correct)
+    and is logged.
+    """
+    if not stated:
+        return stated
+    allclose = {}
+    for t in TOLERANCE_LEVELS:
+        if t in stated:
+            allclose[t] = stated[t]
+        elif any(v for k, v in stated.items() if k < t):
+            allclose[t] = True
+        elif any(not v for k, v in stated.items() if k > t):
+            allclose[t] = False
+    open_levels = [t for t in TOLERANCE_LEVELS if t not in allclose]
+    if open_levels:
+        log.warning(
+            "graph %s: the log states no allclose result for t = %s, and the stated levels "
+            "do not decide them: scored as not correct there",
+            graph,
+            ", ".join(map(str, open_levels)),
+        )
+    return allclose
 
 
 def block_status(block: Block, correctness: Correctness | None, source: str) -> Status:
