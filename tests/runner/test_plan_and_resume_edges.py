@@ -140,6 +140,23 @@ def test_a_folder_with_sample_files_but_no_model_is_named(
     assert err.value.context["file"] == str(broken / "model.py")
 
 
+def test_missing_optional_files_are_named_with_what_stands_in_for_them(
+    tmp_path: Path, fast: EvalSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    sample = _copy(MLP, tmp_path / "mlp")
+    (sample / "graph_hash.txt").unlink()
+    (sample / "input_tensor_constraints.py").unlink()
+    with caplog.at_level(logging.WARNING):
+        summary = run_evaluations(
+            plan_items([sample]), compiler="eager", out_dir=tmp_path / "out", settings=fast
+        )
+    assert [r.status for r in summary.records] == [Status.OK]
+    assert (
+        "input_tensor_constraints.py (inputs are replayed without constraints); "
+        "graph_hash.txt (the graph hash is that of model.py)" in caplog.text
+    )
+
+
 def test_echoed_log_lines_are_not_wrapped_when_the_console_is_narrow(
     tmp_path: Path, fast: EvalSettings
 ) -> None:

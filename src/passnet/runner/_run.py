@@ -16,7 +16,7 @@ from passnet.errors import DeviceUnavailable, SampleError, StoreError
 from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample, probe_device
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
-from passnet.sample import load_sample
+from passnet.sample import OPTIONAL_FILES, load_sample
 
 __all__ = ["RunSummary", "check_device", "run_evaluations", "worker_devices"]
 
@@ -44,10 +44,16 @@ def worker_devices(device: str, jobs: int) -> list[str]:
 
 def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...]:
     try:
-        graph_hash = load_sample(item.path).graph_hash
+        sample = load_sample(item.path)
     except SampleError:
-        graph_hash = ""  # what evaluate_sample records for a sample that does not load
-    return (item.label, graph_hash, compiler, cfg_hash, device)
+        return (item.label, "", compiler, cfg_hash, device)  # as evaluate_sample records it
+    if sample.missing_files:
+        log.warning(
+            "%s lacks %s",
+            item.label,
+            "; ".join(f"{name} ({OPTIONAL_FILES[name]})" for name in sample.missing_files),
+        )
+    return (item.label, sample.graph_hash, compiler, cfg_hash, device)
 
 
 # Settings that limit resources rather than define the measurement: a resume may change them.

@@ -11,10 +11,11 @@ from passnet.sample._meta import (
 )
 from passnet.sample._model import rewrite_devices
 from passnet.sample._replay import ParamUsage, analyze_usage
-from passnet.sample._sample import Sample, load_sample
+from passnet.sample._sample import OPTIONAL_FILES, Sample, load_sample
 from passnet.sample._write import write_sample
 
 __all__ = [
+    "OPTIONAL_FILES",
     "Constraints",
     "ParamUsage",
     "Sample",

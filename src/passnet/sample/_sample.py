@@ -32,6 +32,13 @@ CONSTRAINTS_FILE = "input_tensor_constraints.py"
 GRAPH_NET_FILE = "graph_net.json"
 HASH_FILE = "graph_hash.txt"
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+# The four files a sample may lack, and what stands in for each.
+OPTIONAL_FILES = {
+    INPUT_META_FILE: "every forward parameter must be described in weight_meta.py",
+    CONSTRAINTS_FILE: "inputs are replayed without constraints",
+    GRAPH_NET_FILE: "no metadata",
+    HASH_FILE: "the graph hash is that of model.py",
+}
 
 
 @dataclass
@@ -47,6 +54,8 @@ class Sample:
     constraints: Constraints | None = None
     graph_net: dict[str, Any] = field(default_factory=dict)
     graph_hash: str = ""
+    missing_files: tuple[str, ...] = ()
+    """The optional files (:data:`OPTIONAL_FILES`) that the folder lacks."""
 
     @property
     def name(self) -> str:
@@ -174,7 +183,15 @@ def load_sample(path: str | Path) -> Sample:
     if not graph_hash:
         graph_hash = hashlib.sha256(source.encode()).hexdigest()
     sample = Sample(
-        path, source, params, weight_metas, input_metas, constraints, graph_net, graph_hash
+        path,
+        source,
+        params,
+        weight_metas,
+        input_metas,
+        constraints,
+        graph_net,
+        graph_hash,
+        tuple(name for name in OPTIONAL_FILES if not (path / name).is_file()),
     )
     metas = sample.metas
     for name, annotation in params:
