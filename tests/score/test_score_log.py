@@ -190,6 +190,26 @@ def test_the_pass_managers_own_lines_are_rendered_once_and_explanations_kept():
     assert parsed.pass_report.replacements == {"Hit": 2, "Miss": 0}
 
 
+def test_each_explanation_stays_under_the_pass_it_explains():
+    report = PassReport(
+        loaded=["MissA", "Hit", "MissB"],
+        replacements={"MissA": 0, "Hit": 1, "MissB": 0},
+        matched=True,
+        diagnostics=[
+            "[PassMgrBackend] Loaded 3 passes: ['MissA', 'Hit', 'MissB']",
+            "[PassMgrBackend] Pass MissA failed to match.",
+            "[PassMgrBackend]   best partial match: 1 of 4 pattern operations (A)",
+            "[PassMgrBackend] Applied 1 replacements with Hit.",
+            "[PassMgrBackend] Pass MissB failed to match.",
+            "[PassMgrBackend]   best partial match: 2 of 3 pattern operations (B)",
+            "Has Any pass matched? [True]",
+        ],
+    )
+    lines = render_log(build_record("x", Status.OK, speedup=1.1, pass_report=report))
+    start = lines.index("[PassMgrBackend] Loaded 3 passes: ['MissA', 'Hit', 'MissB']")
+    assert lines[start : start + 7] == report.diagnostics
+
+
 def test_a_timed_record_has_the_profiling_line_of_the_seed():
     record = build_record("x", Status.OK, speedup=1.1)
     record.device, record.device_name = "cuda", "NVIDIA H200"

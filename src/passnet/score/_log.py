@@ -85,17 +85,44 @@ def _timing_json(timing: Timing) -> str:
 
 
 _PM = "[PassMgrBackend]"
-_RENDERED_ABOVE = re.compile(
-    r"\[PassMgrBackend\] (Loaded \d+ passes: |Applied \d+ replacements with |Pass \S+ failed to match\.$)"
-    r"|Has Any pass matched\? |Pass testing early exits"
+# The pass manager's own summary lines, which PassReport.diagnostics also holds (its
+# log, in order): rendered from the report's fields, and used to tell which pass the
+# lines after them explain.
+_PASS_LINE = re.compile(
+    r"\[PassMgrBackend\] (?:Applied \d+ replacements with (?P<applied>\S+)\."
+    r"|Pass (?P<failed>\S+) failed to match\.)$"
 )
+_SUMMARY_LINE = re.compile(
+    r"\[PassMgrBackend\] Loaded \d+ passes: |Has Any pass matched\? |Pass testing early exits"
+)
+
+
+def _explanations(diagnostics: list[str]) -> dict[str | None, list[str]]:
+    """The diagnostics that are not summary lines, by the pass whose line they follow
+    (None: before any pass line, such as a loading error)."""
+    grouped: dict[str | None, list[str]] = {}
+    current: str | None = None
+    for diagnostic in diagnostics:
+        m = _PASS_LINE.match(diagnostic)
+        if m:
+            current = m.group("applied") or m.group("failed")
+            continue
+        if _SUMMARY_LINE.match(diagnostic):
+            continue
+        text = " ".join(diagnostic.splitlines())
+        grouped.setdefault(current, []).append(
+            text if text.startswith(_PM) else f"{_PM} Diagnostic: {text}"
+        )
+    return grouped
 
 
 def _pass_lines(record: EvalRecord) -> list[str]:
     report = record.pass_report
     if report is None:
         return []
+    explained = _explanations(report.diagnostics)
     lines = [f"[PassMgrBackend] Loaded {len(report.loaded)} passes: {report.loaded!r}"]
+    lines += explained.pop(None, [])
     names = list(report.loaded) + [n for n in report.replacements if n not in report.loaded]
     for name in names:
         count = report.replacements.get(name, 0)
@@ -103,11 +130,9 @@ def _pass_lines(record: EvalRecord) -> list[str]:
             lines.append(f"[PassMgrBackend] Applied {count} replacements with {name}.")
         else:
             lines.append(f"[PassMgrBackend] Pass {name} failed to match.")
-    for diagnostic in report.diagnostics:
-        if _RENDERED_ABOVE.match(diagnostic):
-            continue  # the report's own lines, already rendered from its fields
-        text = " ".join(diagnostic.splitlines())
-        lines.append(text if text.startswith(_PM) else f"{_PM} Diagnostic: {text}")
+        lines += explained.pop(name, [])
+    for rest in explained.values():  # after a pass line the report does not list
+        lines += rest
     lines.append(f"Has Any pass matched? [{report.matched}]")
     if record.status is Status.PASS_MISMATCH:
         lines.append("Pass testing early exits on pass mismatch.")
