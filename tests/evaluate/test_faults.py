@@ -168,3 +168,17 @@ def test_an_input_marked_with_negative_zero_to_skip_work_is_caught(tmp_path: Pat
     rec = evaluate_sample(sample, faulty("MarksZeroInput"), settings=settings)
     assert rec.status is Status.RUNTIME_ERROR, rec.error
     assert any("mutated input 1" in f for f in rec.integrity), rec.integrity
+
+
+def test_an_out_of_memory_is_recognised_through_wrapping_errors() -> None:
+    from passnet.evaluate._child import _device_usable, _out_of_memory
+
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        except torch.OutOfMemoryError as inner:
+            raise RuntimeError("backend compiler failed") from inner
+    except RuntimeError as wrapped:
+        assert _out_of_memory(wrapped)
+    assert not _out_of_memory(RuntimeError("CUDA error: an illegal memory access"))
+    assert _device_usable("cpu")

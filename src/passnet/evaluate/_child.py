@@ -177,36 +177,58 @@ def run_child(request: ChildRequest, send: Send) -> None:
         result["status"] = status.value
         result["error"] = _error(exc, stage.name)
         if status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and loaded:
-            _blame_the_sample(result, loaded, stage)
+            _blame_the_sample(result, loaded, stage, exc)
     stage.enter("done")
     result["phases_s"] = stage.phases
     send(("result", result))
 
 
-def _blame_the_sample(result: dict[str, Any], loaded: dict[str, Any], stage: _Stage) -> None:
+def _blame_the_sample(
+    result: dict[str, Any], loaded: dict[str, Any], stage: _Stage, exc: BaseException
+) -> None:
     """After the compiled side failed: if eager fails on the same inputs, the sample is broken.
 
     Design §5.4: ``sample_error`` is "eager itself fails", whichever side ran first.
-    Not after a CUDA error of the compiled side, which can leave the context
-    unusable so that eager would fail for the compiler's fault.
+    Not when the compiled side ran out of memory (eager would run short of what it
+    still holds), nor when the device is no longer usable (a CUDA error such as an
+    illegal address is sticky: eager would fail for the compiler's fault).
     """
     compiler_error = result["error"]
-    if loaded["device"].startswith("cuda") and _is_cuda_error(compiler_error["message"]):
+    device = loaded["device"]
+    if device.startswith("cuda") and (_out_of_memory(exc) or not _device_usable(device)):
         return
     stage.enter("eager")
     try:
-        _call(loaded["module"], loaded["inputs"], loaded["device"])
-    except Exception as exc:  # noqa: BLE001 - eager's own failure is the finding
+        _call(loaded["module"], loaded["inputs"], device)
+    except Exception as eager_exc:  # noqa: BLE001 - eager's own failure is the finding
         result["status"] = Status.SAMPLE_ERROR.value
-        result["error"] = _error(exc, "eager")
+        result["error"] = _error(eager_exc, "eager")
         result["error"]["context"]["compiler_error"] = (
             f"{compiler_error['type']} during {compiler_error['stage']}: "
             f"{compiler_error['message'].splitlines()[0] if compiler_error['message'] else ''}"
         )
 
 
-def _is_cuda_error(message: str) -> bool:
-    return any(k in message for k in ("CUDA error", "CUDA out of memory", "device-side assert"))
+def _out_of_memory(exc: BaseException) -> bool:
+    """An OOM anywhere in the exception's chain (compilers wrap the errors they meet)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, torch.OutOfMemoryError) or "out of memory" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _device_usable(device: str) -> bool:
+    """Whether the device still runs work: a sticky CUDA error fails every later call."""
+    try:
+        torch.ones(1, device=device).add_(1)
+        _sync(device)
+    except Exception:  # noqa: BLE001 - any failure means no
+        return False
+    return True
 
 
 def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
