@@ -126,6 +126,14 @@ VIOLATIONS = [
     ("try", "", "try:\n    y = 1\nexcept Exception:\n    y = 2", "try", "body"),
     ("pattern-ref", "", "y = pattern(x)", "pattern-ref", "body"),
     ("module-loop", "for _i in range(2):\n    pass", "pass", "module", "header"),
+    # a container inside an immutable-looking value keeps state as well as a table does
+    ("dict-in-tuple", "_BOX = ({},)", "pass", "state", "header"),
+    ("list-in-table", "_B = [[]]", "pass", "state", "header"),
+    ("tuple-default", "", "def inner(a, box=({},)):\n    return a", "state", "body"),
+    ("lambda-default", "", "f = lambda a, box=([],): box", "state", "body"),
+    ("typing-function", "import typing", "h = typing.get_type_hints(fused)", "import", "body"),
+    ("string-annotation", "", "def inner(a: 'x'):\n    return a", "annotation", "body"),
+    ("unbound-name", "", "m = inspect.sys", "name", "body"),
 ]
 
 
@@ -163,6 +171,17 @@ ALLOWED = [
         "b = BLOCK * 2",
     ),
     ("math", "import math", "r = math.sqrt(n)"),
+    (
+        "immutable-default",
+        "",
+        "def inner(a, shape=(1, (2, 3)), dtype=torch.float16):\n    return a",
+    ),
+    (
+        "typing-annotation",
+        "import typing",
+        "def inner(a: typing.Optional[int]) -> typing.Any:\n    return a",
+    ),
+    ("table-of-tuples", "_T = {torch.float16: (1, 2.0)}", "k = _T[x.dtype]"),
     ("errors", "", "if x.dim() > 8:\n    raise ValueError(f'bad shape {tuple(x.shape)}')"),
 ]
 
@@ -185,6 +204,63 @@ def test_pattern_may_use_torch_but_not_side_effects(pass_dir: Callable[..., Path
     )
     rules = {f.rule for f in findings_of(pass_dir, {"Relu.py": source})}
     assert rules == {"torch-api", "builtin"}
+
+
+def test_pattern_torch_names_stay_in_torch(pass_dir: Callable[..., Path]) -> None:
+    # Tracing runs the pattern in the evaluation child: torch's operators, yes; modules
+    # that torch holds as attributes (torch.sys, torch.os) and other private names, no.
+    source, _, _ = render()
+    ops = (
+        "    a = torch._C._nn.linear(in_0, in_0)\n"
+        "    torch.ops.aten._assert_scalar.default(True, 'x')\n"
+        "    return torch.relu(a)"
+    )
+    assert (
+        findings_of(pass_dir, {"Relu.py": source.replace("    return torch.relu(in_0)", ops)}) == []
+    )
+    for bad, why in [
+        ("torch.sys.modules", "leads into the module 'sys'"),
+        ("torch.os.system", "leads into the module 'os'"),
+        ("torch._C._set_grad_enabled", "private name"),
+    ]:
+        found = findings_of(
+            pass_dir,
+            {
+                "Relu.py": source.replace(
+                    "return torch.relu(in_0)", f"x = {bad}\n    return torch.relu(in_0)"
+                )
+            },
+        )
+        assert [(f.rule, why in f.message) for f in found] == [("torch-api", True)], found
+
+
+def test_kernels_use_values_only_through_tritons_attributes(pass_dir: Callable[..., Path]) -> None:
+    source, _, _ = render()
+    bad = source.replace(
+        "    mask = offs < n\n", "    mask = offs < n\n    h = x_ptr.handle.data\n"
+    )
+    found = findings_of(pass_dir, {"Relu.py": bad})
+    assert {(f.rule, f.message.split("`")[1]) for f in found} == {
+        ("jit-attr", ".data"),
+        ("jit-attr", ".handle"),
+    }
+
+
+def test_a_helper_gives_access_to_its_own_definitions_only(pass_dir: Callable[..., Path]) -> None:
+    helper = "import torch\n\nSCALE = 2\n\n\ndef size(x):\n    return x.numel() * SCALE\n"
+    source, _, body_line = render(
+        "from pass_dir import kernels\nfrom pass_dir.kernels import size",
+        "m = size(x) + kernels.SCALE",
+    )
+    assert findings_of(pass_dir, {"Relu.py": source, "kernels.py": helper}, ["Relu"]) == []
+    source, _, body_line = render("from pass_dir import kernels", "t = kernels.torch.relu")
+    found = findings_of(pass_dir, {"Relu.py": source, "kernels.py": helper}, ["Relu"])
+    assert [(f.line, f.rule) for f in found] == [(body_line, "import")], found
+    source, header_line, _ = render("from pass_dir.kernels import torch as T2", "t = T2.relu")
+    found = findings_of(pass_dir, {"Relu.py": source, "kernels.py": helper}, ["Relu"])
+    assert ("import", "`pass_dir.kernels.torch` is not a function or constant") in {
+        (f.rule, f.message[:54]) for f in found
+    }, found
 
 
 @pytest.mark.parametrize(

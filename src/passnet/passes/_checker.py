@@ -8,6 +8,7 @@ follow names across the pass directory (``from pass_dir.helper import fused``).
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Sequence
 
 from passnet.passes._manifest import MANIFEST_FILE
@@ -15,8 +16,8 @@ from passnet.passes._rules import (
     FORBIDDEN_BUILTINS,
     IMPORTABLE,
     INFO_ATTRS,
+    JIT_VALUE_ATTRS,
     MODULE_LEVEL_CALLS,
-    MUTABLE_NODES,
     PACKAGE,
     PASS_FUNCTIONS,
     TORCH_DTYPES,
@@ -25,6 +26,7 @@ from passnet.passes._rules import (
     allowed,
     is_dunder,
     names_a_module,
+    pattern_torch_problem,
 )
 from passnet.passes._symbols import (
     ModuleFacts,
@@ -36,6 +38,8 @@ from passnet.passes._symbols import (
 )
 
 __all__ = ["check_sources"]
+
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
 class _Scope:
@@ -123,12 +127,14 @@ class _Checker(ast.NodeVisitor):
                         self.add(
                             value,
                             "state",
-                            "a module-level value must be a constant, a table of constants, "
-                            "or a triton.Config/math call (no objects that could hold state)",
+                            "a module-level value must be immutable (constants, tuples of "
+                            "them), a table (list/set/dict) of immutable values, or a "
+                            "triton.Config/math call: a container inside it could keep state "
+                            "between calls",
                         )
                     self.visit(value)
                 if isinstance(stmt, ast.AnnAssign):
-                    self.visit(stmt.annotation)
+                    self._check_annotation(stmt.annotation)
             elif (
                 isinstance(stmt, ast.Expr)
                 and isinstance(stmt.value, ast.Constant)
@@ -160,42 +166,63 @@ class _Checker(ast.NodeVisitor):
             isinstance(a, ast.Constant) for a in node.args
         )
 
-    def _module_value_ok(self, node: ast.expr) -> bool:
+    def _immutable(self, node: ast.expr) -> bool:
+        """A value no code can change: constants, tuples of them, names of constants,
+        functions and imports, attribute chains (``torch.float16``), arithmetic of these."""
         if isinstance(node, ast.Constant):
             return True
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return all(self._module_value_ok(e) for e in node.elts)
-        if isinstance(node, ast.Dict):
-            return all(k is not None and self._module_value_ok(k) for k in node.keys) and all(
-                self._module_value_ok(v) for v in node.values
-            )
+        if isinstance(node, ast.Tuple):
+            return all(self._immutable(e) for e in node.elts)
         if isinstance(node, ast.Name):
             return (
-                node.id in self.mod.functions
-                or node.id in self.mod.constants
-                or node.id in self.mod.aliases
-                or node.id in self.mod.containers
-                or node.id in ("True", "False", "None")
+                node.id in self.mod.constants
+                or node.id in self.mod.functions
+                or (node.id in self.mod.aliases or node.id in ("True", "False", "None"))
             )
         if isinstance(node, ast.Attribute):
             return attr_chain(node) is not None
         if isinstance(node, ast.UnaryOp):
-            return self._module_value_ok(node.operand)
+            return self._immutable(node.operand)
         if isinstance(node, ast.BinOp):
-            return self._module_value_ok(node.left) and self._module_value_ok(node.right)
+            return self._immutable(node.left) and self._immutable(node.right)
+        return False
+
+    def _module_value_ok(self, node: ast.expr) -> bool:
+        """A module-level value: immutable, or a table (list/set/dict) of immutable values
+        (a container inside a tuple or a table could carry state from call to call), or a
+        triton.Config/math call."""
+        if isinstance(node, (ast.List, ast.Set)):
+            return all(self._immutable(e) or self._allowed_call(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(k is not None and self._immutable(k) for k in node.keys) and all(
+                self._immutable(v) or self._allowed_call(v) for v in node.values
+            )
         if isinstance(node, ast.Lambda):
             return True
         if isinstance(node, ast.Call):
-            chain = attr_chain(node.func)
-            if chain is None or chain[0] not in self.mod.aliases:
-                return False
-            qual = ".".join([self.mod.aliases[chain[0]], *chain[1]])
-            if qual not in MODULE_LEVEL_CALLS and not qual.startswith("math."):
-                return False
-            return all(self._module_value_ok(a) for a in node.args) and all(
-                self._module_value_ok(k.value) for k in node.keywords
+            return self._allowed_call(node)
+        return self._immutable(node)
+
+    def _allowed_call(self, node: ast.expr) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        chain = attr_chain(node.func)
+        if chain is None or chain[0] not in self.mod.aliases:
+            return False
+        qual = ".".join([self.mod.aliases[chain[0]], *chain[1]])
+        if qual not in MODULE_LEVEL_CALLS and not qual.startswith("math."):
+            return False
+        return all(self._call_argument_ok(a) for a in node.args) and all(
+            self._call_argument_ok(k.value) for k in node.keywords
+        )
+
+    def _call_argument_ok(self, node: ast.expr) -> bool:
+        # triton.Config({"BLOCK": 64}, num_warps=4): a dict of constants is copied into it
+        if isinstance(node, ast.Dict):
+            return all(k is not None and self._immutable(k) for k in node.keys) and all(
+                self._immutable(v) for v in node.values
             )
-        return False
+        return self._immutable(node) or self._allowed_call(node)
 
     # -- definitions -------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -208,18 +235,15 @@ class _Checker(ast.NodeVisitor):
         for default in [*node.args.defaults, *node.args.kw_defaults]:
             if default is None:
                 continue
-            if isinstance(default, MUTABLE_NODES) or isinstance(default, ast.Call):
+            if not self._immutable(default):
                 self.add(
                     default,
                     "state",
-                    f"mutable default argument in {node.name}() could keep state between calls",
+                    f"default argument `{ast.unparse(default)}` of {node.name}() is not an "
+                    "immutable value: it could keep state between calls",
                 )
             self.visit(default)
-        for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
-            if arg.annotation is not None:
-                self.visit(arg.annotation)
-        if node.returns is not None:
-            self.visit(node.returns)
+        self._check_annotations(node)
         if special and node.name == "replacement_args":
             self._check_replacement_args(node)
             return
@@ -241,14 +265,35 @@ class _Checker(ast.NodeVisitor):
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
         self.add(node, "async", "coroutines are not allowed")
 
+    def _check_annotations(self, node: ast.FunctionDef) -> None:
+        args = node.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        annotations = [a.annotation for a in every if a is not None and a.annotation is not None]
+        if node.returns is not None:
+            annotations.append(node.returns)
+        for annotation in annotations:
+            self._check_annotation(annotation)
+
+    def _check_annotation(self, annotation: ast.expr) -> None:
+        for n in ast.walk(annotation):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                self.add(
+                    n,
+                    "annotation",
+                    "string annotations are not allowed: they can be evaluated as code",
+                )
+                return
+        self.visit(annotation)
+
     def visit_Lambda(self, node: ast.Lambda) -> None:
         for default in [*node.args.defaults, *node.args.kw_defaults]:
             if default is not None:
-                if isinstance(default, MUTABLE_NODES) or isinstance(default, ast.Call):
+                if not self._immutable(default):
                     self.add(
                         default,
                         "state",
-                        "mutable default argument in a lambda could keep state between calls",
+                        f"default argument `{ast.unparse(default)}` of a lambda is not an "
+                        "immutable value: it could keep state between calls",
                     )
                 self.visit(default)
         self.scopes.append(_Scope("function", _local_names(node)))
@@ -444,7 +489,9 @@ class _Checker(ast.NodeVisitor):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._check_store_target(node.target)
-        self.generic_visit(node)
+        self._check_annotation(node.annotation)
+        if node.value is not None:
+            self.visit(node.value)
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
@@ -470,6 +517,13 @@ class _Checker(ast.NodeVisitor):
                 return
         if node.attr == "pattern":
             self.add(node, "pattern-ref", "pattern may not be referred to: it is only the template")
+        elif self.in_jit and node.attr not in JIT_VALUE_ATTRS:
+            self.add(
+                node,
+                "jit-attr",
+                f"`.{node.attr}` is not an attribute of Triton's tensors, dtypes or constexprs: "
+                "in a kernel a value may only be used through those",
+            )
         elif not (self.in_pattern or self.in_jit) and node.attr not in VALUE_ATTRS:
             if not (node.attr in INFO_ATTRS and self._is_info_call(node.value)):
                 self.add(
@@ -491,6 +545,9 @@ class _Checker(ast.NodeVisitor):
 
     def _check_module_chain(self, node: ast.Attribute, parts: list[str], attrs: list[str]) -> None:
         in_pattern = self.in_pattern
+        if parts[0] == PACKAGE:
+            self._check_package_chain(node, parts)
+            return
         for cut in range(len(parts), 0, -1):
             qual = ".".join(parts[:cut])
             if allowed(qual, in_pattern):
@@ -541,11 +598,12 @@ class _Checker(ast.NodeVisitor):
         qual = ".".join(parts)
         root = parts[0]
         if in_pattern:
-            self.add(
-                node,
-                "torch-api",
-                f"`{qual}` is not allowed, not even in pattern (tracing the pattern executes it)",
+            reason = (
+                pattern_torch_problem(qual)
+                if root == "torch"
+                else "not even in pattern (tracing the pattern executes it)"
             )
+            self.add(node, "torch-api", f"`{qual}` is not allowed in pattern: {reason}")
         elif root == "torch":
             self.add(
                 node,
@@ -559,6 +617,61 @@ class _Checker(ast.NodeVisitor):
             self.add(
                 node, "torch-api" if root == "triton" else "import", f"`{qual}` is not allowed"
             )
+
+    def _package_name_problem(self, parts: list[str]) -> tuple[str, str] | None:
+        """(rule, message) when ``pass_dir.<helper>.<name>`` is not one of the helper's own
+        functions or constants: what a helper imports is not reachable through it."""
+        if len(parts) < 3:
+            return None
+        helper = self.modules.get(f"{parts[1]}.py")
+        if helper is None:
+            return "import", f"{PACKAGE}.{parts[1]} does not exist"
+        name = parts[2]
+        if name == "pattern":
+            return "pattern-ref", "pattern may not be referred to: it is only the template"
+        if is_dunder(name):
+            return "dunder", f"dunder attribute `.{name}` is not allowed"
+        if (
+            name not in helper.functions
+            and name not in helper.constants
+            and (name not in helper.containers)
+        ):
+            return "import", (
+                f"`{PACKAGE}.{parts[1]}.{name}` is not a function or constant defined in "
+                f"{parts[1]}.py: names it imports are not reachable through it (import them here)"
+            )
+        return None
+
+    def _check_package_chain(self, node: ast.Attribute, parts: list[str]) -> None:
+        problem = self._package_name_problem(parts)
+        if problem is not None:
+            self.add(node, *problem)
+            return
+        if len(parts) < 3:
+            return
+        helper = self.modules[f"{parts[1]}.py"]
+        rest = parts[3:]
+        if rest and parts[2] in helper.containers:
+            self.add(
+                node,
+                "state",
+                f"`{'.'.join(parts)}`: a module-level table of {parts[1]}.py may only be read",
+            )
+            return
+        for attr in rest:
+            if is_dunder(attr):
+                self.add(node, "dunder", f"dunder attribute `.{attr}` is not allowed")
+            elif self.in_jit and attr not in JIT_VALUE_ATTRS:
+                self.add(node, "jit-attr", f"`{'.'.join(parts)}`: `.{attr}` is not allowed here")
+            elif not (self.in_pattern or self.in_jit) and attr not in VALUE_ATTRS | INFO_ATTRS:
+                self.add(
+                    node,
+                    "tensor-method",
+                    f"`{'.'.join(parts)}`: `.{attr}` is not allowed outside pattern",
+                )
+            else:
+                continue
+            return
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
@@ -590,6 +703,11 @@ class _Checker(ast.NodeVisitor):
             is_package = qual == PACKAGE or (
                 qual.startswith(PACKAGE + ".") and qual.count(".") == 1
             )
+            if qual.startswith(PACKAGE + ".") and not is_package:
+                problem = self._package_name_problem(qual.split("."))
+                if problem is not None:
+                    self.add(node, *problem)
+                return
             if not is_package and not allowed(qual, self.in_pattern):
                 rule = "torch-api" if qual.startswith("torch") else "import"
                 if qual in IMPORTABLE or qual == name:
@@ -599,6 +717,16 @@ class _Checker(ast.NodeVisitor):
                         "" if self.in_pattern else " outside pattern"
                     )
                 self.add(node, rule, message)
+            return
+        if not (
+            name in self.mod.functions
+            or name in self.mod.constants
+            or name in self.mod.containers
+            or name in _BUILTIN_NAMES
+        ):
+            # Not bound here: under TRITON_INTERPRET=1 Triton puts its own module globals
+            # (inspect, np, ...) into a kernel's module, where such a name would find them.
+            self.add(node, "name", f"`{name}` is not defined in this file")
             return
         if name in self.mod.containers and len(self.scopes) > 1 and not self._read_only_use(node):
             self.add(

@@ -6,8 +6,9 @@ that lets through only
 
 * creation: ``empty``, ``empty_like``, ``empty_strided``, ``new_empty``,
   ``new_empty_strided``, ``zeros``/``ones``/``full`` (and ``_like``/``new_``
-  forms), ``zero_``, ``fill_`` with a Python scalar, ``lift_fresh`` (``torch.tensor``
-  of Python data);
+  forms), ``zero_`` and ``fill_`` with a Python scalar on a whole tensor (not on a
+  view of part of one: that would write values computed in Python), ``lift_fresh``
+  (``torch.tensor`` of Python data);
 * views and metadata: ``view`` (also ``view.dtype``), ``_unsafe_view``,
   ``as_strided``, ``expand``, ``permute``, ``transpose``, ``t``, ``squeeze``,
   ``unsqueeze``, ``slice``, ``select``, ``split``, ``split_with_sizes``,
@@ -17,8 +18,8 @@ that lets through only
   ``preserve_format`` — what ``.contiguous()`` and a ``.reshape()`` that cannot
   be a view emit — so a kernel can be given contiguous inputs;
 * reading one element: ``_local_scalar_dense`` (``.item()``, ``float(t)``) and
-  ``is_nonzero`` on a tensor of exactly one element (an eps or scale passed as a
-  tensor).
+  ``is_nonzero`` on a tensor of exactly one element that is not a view of a larger
+  one (an eps or scale passed as a tensor).
 
 Anything else (``aten.add``, ``aten.mm``, ``aten._to_copy``, ``aten.copy_``, ...)
 is computation delegated to torch, and raises :class:`~passnet.errors.PassRejected`
@@ -171,15 +172,28 @@ class _Mode(TorchDispatchMode):
         if name not in ALLOWED_OPS:
             return False
         if name in _SCALAR_READS:
-            return isinstance(args[0], torch.Tensor) and args[0].numel() == 1
+            # one element of its own, not one element of a larger tensor: reading a
+            # tensor element by element would be computing in Python
+            t = args[0]
+            return isinstance(t, torch.Tensor) and t.numel() == 1 and _whole(t)
         if name == "clone":
             fmt = kwargs.get("memory_format")
             return fmt is not None and fmt != torch.preserve_format
+        if name in ("fill_", "zero_") and not _whole(args[0]):
+            return False  # writing a computed value into part of a tensor
         if name == "fill_":
             return not isinstance(args[1], torch.Tensor)
         if name == "view" and func is _aten.view.dtype:
             return True
         return True
+
+
+def _whole(t: Any) -> bool:
+    """A tensor that is not a view of a larger one."""
+    if not isinstance(t, torch.Tensor) or not t._is_view():
+        return True
+    base = t._base
+    return base is None or base.numel() == t.numel()
 
 
 def _issuer() -> tuple[str, int, bool]:

@@ -25,6 +25,28 @@ The rules (``Finding.rule``), and why each exists:
     view/creation method (``view``, ``reshape``, ``contiguous``, ``permute``,
     ``new_empty``, ``zero_``, ...), ``item`` or a plain container/string method.
     ``x.sum()``, ``x.to(...)``, ``x.clone()``, ``x.cache`` are rejected.
+``pattern`` (torch names in patterns, rule ``torch-api``)
+    ``pattern`` may call torch's operators, but a name is resolved on the real
+    modules: every module on the way must be torch's own (``torch.sys``,
+    ``torch.os`` are not), and a private name must be in an operator namespace of
+    Dynamo graphs (``torch._C._nn.*``, ``torch.ops.*``).
+``typing``
+    Only the names annotations use (``Optional``, ``Tuple``, ...); its functions
+    (``get_type_hints`` evaluates string annotations) are not allowed.
+``annotation``
+    No string annotations: they can be evaluated as code.
+``name``
+    A bare name must be a local, a module-level name of the same file or a
+    builtin. Under ``TRITON_INTERPRET=1`` Triton copies its own globals
+    (``inspect``, ``np``, ...) into a kernel's module, where an unbound name would
+    find them.
+``jit-attr``
+    Inside ``@triton.jit`` kernels a value may only be used through the attributes
+    of Triton's tensors, dtypes and constexprs (the interpreter runs kernels as
+    Python on host objects: ``x_ptr.handle`` is a numpy array).
+``helper``
+    Through a helper module (``pass_dir.kernels.<name>``) only the helper's own
+    functions and constants are reachable, not what it imports (rule ``import``).
 ``builtin``
     ``eval``, ``exec``, ``compile``, ``getattr``/``setattr``/``delattr``,
     ``globals``/``locals``/``vars``/``dir``, ``open``, ``input``, ``id``,
@@ -35,9 +57,10 @@ The rules (``Finding.rule``), and why each exists:
     ``__globals__``, ``__torch_dispatch__``, ...).
 ``state``
     No ``global``/``nonlocal``, no attribute assignment, no assignment into
-    anything but a local variable, no mutable default argument, no module-level
-    value other than constants, ``triton.Config(...)``/``math`` calls and
-    read-only tables — and a module-level list/dict/set may only be read
+    anything but a local variable, no default argument that is not immutable
+    (a tuple holding a dict is not), no module-level value other than immutable
+    ones (constants, tuples of them), ``triton.Config(...)``/``math`` calls and
+    read-only tables of immutable values — and a module-level list/dict/set may only be read
     (``T[k]``, ``k in T``, ``for k in T``, ``len(T)``) inside functions. Nothing
     can survive from one call to the next, so outputs cannot be cached.
 ``class`` / ``try`` / ``async``
@@ -77,6 +100,7 @@ import torch
 __all__ = [
     "FORBIDDEN_BUILTINS",
     "IMPORTABLE",
+    "JIT_VALUE_ATTRS",
     "PACKAGE",
     "PASS_FUNCTIONS",
     "TORCH_ALLOWED",
@@ -88,6 +112,7 @@ __all__ = [
     "importable",
     "is_dunder",
     "names_a_module",
+    "pattern_torch_problem",
     "resolves_to_value",
 ]
 
@@ -146,6 +171,25 @@ TRITON_LANGUAGE_MODULES = frozenset(
 )
 ALLOWED_MODULES = frozenset({"math", "typing", "__future__", *TRITON_LANGUAGE_MODULES})
 """Modules whose attributes :func:`resolves_to_value` may walk through."""
+
+# typing: the names annotations use. Not its functions (get_type_hints evaluates
+# string annotations as code) nor the modules it imports.
+TYPING_ALLOWED = frozenset(
+    f"typing.{n}"
+    for n in (
+        "Any Optional Union List Tuple Dict Set FrozenSet Sequence Mapping Iterable Iterator "
+        "Callable Type Literal Final TYPE_CHECKING"
+    ).split()
+)
+# The private torch names a pattern may call: the operator namespaces of Dynamo graphs.
+PATTERN_PRIVATE_PREFIXES = (
+    "torch._C._nn.",
+    "torch._C._linalg.",
+    "torch._C._fft.",
+    "torch._C._special.",
+    "torch.ops.",
+)
+PATTERN_PRIVATE_NAMES = frozenset({"torch._check", "torch._check_is_size", "torch._assert"})
 
 TRITON_ALLOWED = frozenset(
     {
@@ -209,6 +253,23 @@ VALUE_ATTRS = frozenset(
 )
 INFO_ATTRS = frozenset("eps max min tiny bits resolution smallest_normal".split())
 
+
+def _triton_value_attrs() -> frozenset[str]:
+    names = {"shape", "dtype", "type", "numel", "value", "element_ty", "name"}
+    try:
+        import triton.language as tl
+    except ImportError:  # no Triton: no kernels to check either
+        return frozenset(names)
+    for cls in (tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr):
+        names.update(n for n in dir(cls) if not n.startswith("_"))
+    return frozenset(names)
+
+
+JIT_VALUE_ATTRS = _triton_value_attrs()
+"""Inside ``@triton.jit`` kernels, the attributes a value may have: those of Triton's
+tensors, dtypes and constexprs. Under ``TRITON_INTERPRET=1`` a kernel runs as Python on
+host objects (``x_ptr.handle`` is a numpy array), whose other attributes reach the host."""
+
 FORBIDDEN_BUILTINS = frozenset(
     "eval exec compile getattr setattr delattr globals locals vars dir open input id "
     "memoryview super breakpoint exit quit help".split()
@@ -254,18 +315,49 @@ def allowed(qualname: str, in_pattern: bool) -> bool:
     root = qualname.split(".", 1)[0]
     if root == "torch":
         if in_pattern:
-            return not qualname.startswith(PATTERN_DENIED) and qualname != "torch"
+            return pattern_torch_problem(qualname) is None
         return qualname in TORCH_ALLOWED
     if root == "triton":
         if qualname in TRITON_ALLOWED:
             return True
         return qualname.startswith("triton.language.") and resolves_to_value(qualname)
-    if root in ("math", "typing", "__future__"):
+    if root == "typing":
+        return qualname in TYPING_ALLOWED
+    if root in ("math", "__future__"):
         return resolves_to_value(qualname)
     if root == PACKAGE:
         last = qualname.rsplit(".", 1)[-1]
         return last != "pattern" and not is_dunder(last)
     return False
+
+
+def pattern_torch_problem(qualname: str) -> str | None:
+    """Why ``pattern`` may not use the torch name ``qualname`` (None: it may).
+
+    A pattern is traced, and tracing runs it in the evaluation child, so it may call
+    torch's operators but reach nothing else through torch: the name is resolved on
+    the real modules, every module on the way must be torch's own (``torch.sys``,
+    ``torch.os`` are not), and private names only those of the operator namespaces
+    that Dynamo graphs call (``torch._C._nn.linear``, ``torch.ops.aten.*``).
+    """
+    if qualname == "torch" or qualname.startswith(PATTERN_DENIED):
+        return "not even in pattern (tracing the pattern executes it)"
+    private = any(part.startswith("_") for part in qualname.split(".")[1:])
+    if private and not (
+        qualname.startswith(PATTERN_PRIVATE_PREFIXES) or qualname in PATTERN_PRIVATE_NAMES
+    ):
+        return "a private name outside torch's operator namespaces"
+    path = _resolve(qualname)
+    if path is None:
+        return f"it does not exist in torch {torch.__version__}"
+    for obj in path[1:]:
+        if inspect.ismodule(obj) and not (
+            obj.__name__ == "torch" or obj.__name__.startswith("torch.")
+        ):
+            return f"it leads into the module {obj.__name__!r}"
+    if inspect.ismodule(path[-1]):
+        return "it is a module"
+    return None
 
 
 def importable(module: str) -> bool:

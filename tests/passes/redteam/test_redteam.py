@@ -57,11 +57,19 @@ STATIC = {
     "call_count_cache": "state",
     "lazy_subclass": "class",
     "guard_evasion": "try",
+    # found by the session-7 audit: each ended `ok` with a speedup before its fix
+    "pattern_module_escape": "torch-api",
+    "annotation_eval": "annotation",
+    "helper_reexport": "import",
+    "container_cache": "state",
+    "interpreter_globals": "name",
+    "value_private_attr": "jit-attr",
 }
 DISPATCH = {
     "operator_delegation": "aten.gt",
     "builtin_delegation": "aten.abs",
     "indexing_delegation": "aten.gt",
+    "python_compute": "aten._local_scalar_dense",
 }
 HARNESS = {
     # exploit → statuses the harness may give it
