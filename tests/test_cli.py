@@ -121,3 +121,66 @@ def test_score_parameters_out_of_range_are_errors_not_tracebacks(
     assert main(["score", str(log), option, value]) == 2
     out = capsys.readouterr().out
     assert message in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--device", "gpu", "unknown device 'gpu': expected cpu, cuda or cuda:N"),
+        ("--trials", "0", "trials must be an integer >= 1, got 0"),
+        ("--warmup", "-1", "warmup must be an integer >= 1, got -1"),
+        ("--timeout", "0", "timeout_s must be a positive number of seconds"),
+    ],
+)
+def test_mistakes_in_the_command_are_errors_not_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    out = tmp_path / "run"
+    assert main(["eval", str(MLP), "--compiler", "eager", option, value, "--out", str(out)]) == 2
+    assert message in " ".join(capsys.readouterr().out.split())
+    assert not (out / "results.jsonl").exists()
+
+
+def _eager_run(out: Path, *extra: str) -> int:
+    return main(
+        ["eval", str(MLP), "--compiler", "eager", "--warmup", "1", "--trials", "4"]
+        + ["--out", str(out), "--quiet", *extra]
+    )
+
+
+def test_no_timing_writes_no_score(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _eager_run(tmp_path / "run", "--no-timing") == 0
+    assert "correctness only, no score written" in capsys.readouterr().out
+    assert not (tmp_path / "run" / "aggregated_score.json").exists()
+
+
+def test_one_records_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert _eager_run(out) == 0
+    js = tmp_path / "s.json"
+    assert (
+        main(["score", str(out), str(out) + "/", str(out / "results.jsonl"), "--json", str(js)])
+        == 0
+    )
+    assert json.loads(js.read_text())["n_graphs"] == 1
+
+
+def test_a_score_file_is_not_taken_for_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert _eager_run(out) == 0
+    assert main(["score", str(out / "aggregated_score.json")]) == 2
+    assert "this is a score (aggregated_score.json), not evaluation records" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_plot_inputs_of_the_same_name_must_be_named_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for run in ("a", "b"):
+        assert _eager_run(tmp_path / run / "eager") == 0
+    args = ["plot", str(tmp_path / "a" / "eager"), str(tmp_path / "b" / "eager")]
+    assert main([*args, "--out", str(tmp_path / "fig")]) == 2
+    assert "two inputs are named 'eager'" in capsys.readouterr().out

@@ -69,14 +69,17 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from passnet.evaluate import EvalSettings
     from passnet.runner import plan_items, run_evaluations
 
-    settings = EvalSettings(
-        warmup=args.warmup,
-        trials=args.trials,
-        seed=args.seed,
-        timeout_s=args.timeout,
-        num_threads=args.threads,
-        time_graphs=not args.no_timing,
-    )
+    try:
+        settings = EvalSettings(
+            warmup=args.warmup,
+            trials=args.trials,
+            seed=args.seed,
+            timeout_s=args.timeout,
+            num_threads=args.threads,
+            time_graphs=not args.no_timing,
+        )
+    except ValueError as exc:
+        raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
     from passnet.compilers import COMPILERS
 
     COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
@@ -122,6 +125,14 @@ def _eval_targets(
     ]
     plain = [p for p in paths if p not in tasks]
     several = len(tasks) + bool(plain) > 1
+    if out and several:
+        names = [Path(t).resolve().name for t in tasks]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise PassnetError(
+                f"several tasks are named {clash[0]!r}: their results would share "
+                f"{Path(out) / clash[0]}; evaluate them with separate --out folders"
+            )
     runs = []
     for t in tasks:
         task = load_task(t)
@@ -171,6 +182,10 @@ def _write_scores(
     if not scorable:
         console.print("[yellow]no scorable graphs (all are sample errors): no score written")
         return 0
+    if all(r.settings.get("time_graphs") is False for r in scorable):
+        # Correctness only: a score would charge every graph as untimed (a failure).
+        console.print("[yellow]--no-timing: correctness only, no score written")
+        return 0
     # All graphs of a task form one sample for the sample correctness ratio.
     group = (lambda r: score_dir.name) if score_dir else None
     kwargs = {"group_of": group} if group else {}
@@ -183,10 +198,27 @@ def _write_scores(
 
 
 def _cmd_score(args: argparse.Namespace, console: Console) -> int:
-    from passnet.score import compute_scores, load_records, score_table, write_score
+    from passnet.score import (
+        compute_scores,
+        default_group_of,
+        load_records,
+        score_table,
+        write_score,
+    )
 
-    records = [r for src in args.inputs for r in load_records(src)]
+    inputs = _distinct_inputs(args.inputs)
+    records, source_of = [], {}
+    for src in inputs:
+        for r in load_records(src):
+            records.append(r)
+            source_of[id(r)] = src
     score_id = args.id if args.id is not None else Path(args.inputs[0]).name
+    # Several inputs (task folders, say): graphs of different inputs never share a sample.
+    group_of = (
+        (lambda r: f"{source_of[id(r)]}::{default_group_of(r)}")
+        if len(inputs) > 1
+        else default_group_of
+    )
     try:
         report = compute_scores(
             records,
@@ -196,6 +228,7 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
             speedup_kind=args.speedup,
             count_sample_errors=args.count_sample_errors,
             score_id=score_id,
+            group_of=group_of,
         )
     except ValueError as exc:  # b or p out of range, nothing to score, several runs mixed, ...
         raise PassnetError(str(exc), inputs=" ".join(args.inputs)) from exc
@@ -203,6 +236,20 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.print(f"written: {write_score(report, Path(args.json))}")
     return 0
+
+
+def _distinct_inputs(inputs: list[str]) -> list[str]:
+    """The inputs, each records file once (``r1``, ``r1/`` and ``r1/results.jsonl`` are one)."""
+    seen: dict[Path, str] = {}
+    for src in inputs:
+        path = Path(src).resolve()
+        if path.is_dir():
+            path = path / "results.jsonl"
+        if path in seen:
+            log.warning("%s is the same records as %s: read once", src, seen[path])
+            continue
+        seen[path] = src
+    return list(seen.values())
 
 
 def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
@@ -214,9 +261,16 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
         name, sep, src = item.partition("=")
         if not sep:
             name, src = Path(item).name or item, item
+        if name in record_sets:
+            raise PassnetError(
+                f"two inputs are named {name!r}: name them apart as NAME=INPUT", inputs=item
+            )
         records = load_records(src)
         record_sets[name] = records
-        reports[name] = compute_scores(records, interpretation=args.interpretation)
+        try:
+            reports[name] = compute_scores(records, interpretation=args.interpretation)
+        except ValueError as exc:  # nothing to score, several runs mixed, ...
+            raise PassnetError(str(exc), inputs=src) from exc
     paths = [
         *plot_score_curves(reports, Path(args.out)),
         *plot_speedup_violin(record_sets, Path(args.out)),

@@ -92,3 +92,23 @@ def test_compile_threads_must_be_a_positive_integer(bad) -> None:
     module, inputs = _module()
     with pytest.raises(ValueError, match="compile_threads must be a positive integer"):
         create_compiler("inductor", compile_threads=bad).compile(module, inputs)
+
+
+def test_a_mode_compiler_keeps_the_users_options(monkeypatch) -> None:
+    # torch.compile refuses mode= with options=: the options must not be dropped either
+    seen: list[dict] = []
+
+    def fake_compile(module, **kwargs):
+        seen.append(kwargs)
+        return module
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    module, inputs = _module()
+    create_compiler("inductor-max-autotune", epilogue_fusion=False, warm=False).compile(
+        module, inputs
+    )
+    create_compiler("inductor-max-autotune", warm=False).compile(module, inputs)
+    assert "mode" not in seen[0]
+    assert seen[0]["options"]["max_autotune"] is True
+    assert seen[0]["options"]["epilogue_fusion"] is False
+    assert seen[1]["mode"] == "max-autotune" and "options" not in seen[1]

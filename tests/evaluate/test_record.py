@@ -39,3 +39,35 @@ def test_repeated_key_keeps_the_later_record(tmp_path: Path) -> None:
     path.write_text(_rec("a", Status.ACCURACY).to_json() + "\n" + _rec("a").to_json() + "\n")
     (only,) = read_records(path)
     assert only.status is Status.OK
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("correctness",), 5, "record.correctness must be an object"),
+        (("eager",), "fast", "record.eager must be an object"),
+        (("settings",), [1], "record.settings must be an object"),
+        (("graph",), 5, "record.graph must be a string"),
+        (("correctness", "allclose"), [True], "record.correctness.allclose must be an object"),
+        (("correctness", "allclose"), {"-5": "no"}, "record.correctness.allclose.-5 must be true"),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_named(path, value, message) -> None:
+    import json
+
+    d = json.loads(_rec("g").to_json())
+    d["correctness"] = {
+        "num_outputs": 1,
+        "outputs": [],
+        "equal": True,
+        "allclose": {"-5": True},
+        "max_diff": 0.0,
+        "mean_diff": 0.0,
+        "draws": 2,
+    }
+    target = d
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InputFormatError, match=message.replace(".", r"\.")):
+        record_from_json(json.dumps(d))

@@ -178,3 +178,25 @@ def test_echoed_log_lines_are_not_wrapped_when_the_console_is_narrow(
         "\n".join(x for x in out.getvalue().splitlines() if not x.startswith("eager on"))
     )
     assert record.graph.endswith("sadhaklal_mlp-iris")
+
+
+def test_labels_do_not_depend_on_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample = _copy(MLP, tmp_path / "s" / "mlp")
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "l.txt").write_text("../s/mlp\n")
+    monkeypatch.chdir(sample)
+    assert [i.label for i in plan_items(["."])] == ["mlp"]
+    monkeypatch.chdir(tmp_path)
+    from_here = [i.label for i in plan_items(["lists/l.txt"])]
+    monkeypatch.chdir("/")
+    assert [i.label for i in plan_items([tmp_path / "lists" / "l.txt"])] == from_here
+
+
+def test_a_list_of_samples_that_includes_itself_is_named(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    _copy(MLP, task / "mlp")
+    (task / "graph_list.txt").write_text("mlp\n.\n")
+    with pytest.raises(InputFormatError, match="includes itself"):
+        find_samples([task])

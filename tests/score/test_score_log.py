@@ -537,3 +537,13 @@ def test_levels_a_partial_log_leaves_out_follow_from_the_stated_ones(caplog):
     assert record.status is Status.OK
     assert [record.correct_at(t) for t in (-8, -6, -4, 0, 3)] == [False, False, True, True, True]
     assert "t = -6" in caplog.text
+
+
+def test_a_graph_logged_twice_counts_once_the_later_entry(caplog):
+    # eval.log is appended to: a re-evaluated graph appears twice, as in results.jsonl
+    first = render_log(build_record("g", Status.ACCURACY, speedup=1.2))
+    second = render_log(build_record("g", Status.OK, speedup=1.3))
+    with caplog.at_level("WARNING"):
+        (record,) = parse_log("\n".join([*first, *second]))
+    assert record.status is Status.OK
+    assert "repeated record for g" in caplog.text

@@ -259,7 +259,7 @@ def test_factored_form_agrees_with_per_graph_form_on_random_result_sets():
 def test_disagreeing_factored_form_is_an_internal_error(monkeypatch):
     import passnet.score._metrics as metrics
 
-    monkeypatch.setattr(metrics, "factored_score", lambda *args: 0.123)
+    monkeypatch.setattr(metrics, "factored_log_score", lambda *args: -2.1)
     with pytest.raises(RuntimeError, match="internal error"):
         compute_scores(five_graphs())
 
@@ -417,3 +417,12 @@ def test_graphnet_tables_are_not_reproduced_with_a_wrong_penalty():
     """The check above can fail: b = 0.2 misses the S column by far."""
     t, alpha, beta, lam, eta, s_t, _, _ = GRAPHNET_TABLES["PyTorch-CV"][5]
     assert abs(factored_score(alpha, beta, lam, eta, gamma=0.2) - s_t) > 10 * TABLE_ROUNDING
+
+
+def test_a_large_p_underflows_nothing(caplog):
+    # s**(p+1) of a slow graph underflows to 0 with p = 2000; the scores are computed in
+    # log space, so they stay finite and positive (or 0.0 where the score itself is tiny)
+    records = five_graphs()
+    report = compute_scores(records, p=2000.0)
+    assert all(v >= 0.0 for v in report.es.values())
+    assert report.score >= 0.0

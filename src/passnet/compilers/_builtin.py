@@ -50,7 +50,13 @@ class Inductor(Compiler):
             "backend": "inductor",
             "dynamic": self.config.get("dynamic", False),
         }
-        if self.mode:
+        if self.mode and options:
+            # torch.compile takes a mode or options, not both: the mode's options, then
+            # the user's, are what mode= would apply and then options= on top
+            from torch._inductor import list_mode_options
+
+            kwargs["options"] = {**list_mode_options(self.mode, kwargs["dynamic"]), **options}
+        elif self.mode:
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options

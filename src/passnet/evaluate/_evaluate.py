@@ -165,6 +165,9 @@ def _ratio(a: float, b: float) -> float | None:
 def _death_status(outcome: ChildOutcome) -> Status:
     if outcome.timed_out:
         # Loading runs before any compiler code: a sample that hangs there is broken.
+        # A child that never reported its start is the harness's failure.
+        if outcome.last_stage == "start":
+            return Status.RUNTIME_ERROR
         return Status.SAMPLE_ERROR if outcome.last_stage == "load" else Status.TIMEOUT
     return _STAGE_STATUS.get(outcome.last_stage, Status.RUNTIME_ERROR)
 
@@ -174,6 +177,8 @@ def _death_error(outcome: ChildOutcome) -> ErrorInfo:
         msg = f"timed out during stage '{outcome.last_stage}'"
         if outcome.last_stage == "load":
             msg += " (the sample's own code: building the module and its inputs, before any compiler ran)"
+        elif outcome.last_stage == "start":
+            msg = "the evaluation child did not start (no message from it before the deadline)"
         return ErrorInfo("Timeout", msg, outcome.last_stage)
     how = outcome.signal_name or f"exit code {outcome.exitcode}"
     msg = f"child process died ({how}) during stage '{outcome.last_stage}'"

@@ -197,27 +197,53 @@ def config_hash(config: dict[str, Any]) -> str:
 T = TypeVar("T")
 
 
-def _build(tp: Any, value: Any) -> Any:
-    """Rebuild a (possibly nested / optional) dataclass value from JSON data."""
+def _build(tp: Any, value: Any, where: str = "record") -> Any:
+    """Rebuild a (possibly nested / optional) dataclass value from JSON data, checking each
+    value's JSON type (a TypeError names the field and what was expected)."""
     if value is None:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(args[0], value) if len(args) == 1 else value
+        return _build(args[0], value, where) if len(args) == 1 else value
     if dataclasses.is_dataclass(tp):
+        _expect(isinstance(value, dict), where, "an object", value)
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp)}
-        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+        return tp(
+            **{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items() if k in known}
+        )
     if origin is list:
+        _expect(isinstance(value, list), where, "a list", value)
         (inner,) = typing.get_args(tp)
-        return [_build(inner, v) for v in value]
+        return [_build(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
+        _expect(isinstance(value, dict), where, "an object", value)
         kt, vt = typing.get_args(tp)
-        return {(int(k) if kt is int else k): _build(vt, v) for k, v in value.items()}
+        return {
+            (int(k) if kt is int else k): _build(vt, v, f"{where}.{k}") for k, v in value.items()
+        }
     if tp is Status:
         return Status(value)
+    if tp is bool:
+        _expect(isinstance(value, bool), where, "true or false", value)
+    elif tp is float:
+        _expect(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            where,
+            "a number",
+            value,
+        )
+    elif tp is int:
+        _expect(isinstance(value, int) and not isinstance(value, bool), where, "an integer", value)
+    elif tp is str:
+        _expect(isinstance(value, str), where, "a string", value)
     return value
+
+
+def _expect(ok: bool, where: str, expected: str, value: Any) -> None:
+    if not ok:
+        raise TypeError(f"{where} must be {expected}, got {json.dumps(value)[:60]}")
 
 
 def _migrate(d: dict[str, Any]) -> dict[str, Any]:
@@ -276,15 +302,26 @@ def read_records(path: str | Path) -> list[EvalRecord]:
                 log.warning("%s: skipping torn last line %d (%s)", path, number, exc.message)
                 continue
             raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
-        earlier = by_key.pop(record.slot, None)
-        if earlier is not None:
-            changed = " (its sample changed)" if earlier.graph_hash != record.graph_hash else ""
-            log.warning(
-                "%s:%d: repeated record for %s%s replaces the earlier one",
-                path,
-                number,
-                record.graph,
-                changed,
-            )
-        by_key[record.slot] = record
+        _keep_latest(by_key, record, f"{path}:{number}")
     return list(by_key.values())
+
+
+def _keep_latest(
+    by_slot: dict[tuple[str, ...], EvalRecord], record: EvalRecord, where: str
+) -> None:
+    earlier = by_slot.pop(record.slot, None)
+    if earlier is not None:
+        changed = " (its sample changed)" if earlier.graph_hash != record.graph_hash else ""
+        log.warning(
+            "%s: repeated record for %s%s replaces the earlier one", where, record.graph, changed
+        )
+    by_slot[record.slot] = record
+
+
+def latest_records(records: list[EvalRecord], source: str) -> list[EvalRecord]:
+    """One record per slot (graph × compiler × configuration × device): a later record of a
+    graph replaces an earlier one, as a rerun's does; each replacement is logged."""
+    by_slot: dict[tuple[str, ...], EvalRecord] = {}
+    for record in records:
+        _keep_latest(by_slot, record, source)
+    return list(by_slot.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,6 +41,20 @@ class EvalSettings:
     """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
     time_graphs: bool = True
     """Measure timing (off: correctness only)."""
+
+    def __post_init__(self) -> None:
+        positive = {"warmup": self.warmup, "trials": self.trials, "rounds": self.rounds}
+        for name, value in positive.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise ValueError(
+                f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
+            )
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1 (or None), got {self.num_threads!r}")
+        if self.max_retries < 0 or self.max_extra_s < 0 or self.min_warmup_s < 0:
+            raise ValueError("max_retries, max_extra_s and min_warmup_s must not be negative")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

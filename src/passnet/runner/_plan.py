@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +26,14 @@ def plan_items(paths: list[str | Path]) -> list[WorkItem]:
         root = Path(raw)
         if not root.exists():
             raise InputFormatError("no such sample, folder or list file", file=root)
-        base = root.parent if (root.is_file() or is_sample_dir(root)) else root
+        # Labels come from resolved paths, so they do not depend on the current directory
+        # or on how PATH was spelled (`.`, `a/../b`, absolute or relative).
+        whole = root.resolve()
+        base = whole.parent if (root.is_file() or is_sample_dir(root)) else whole
         for sample in find_samples([root]):
-            try:
-                label = sample.resolve().relative_to(base.resolve()).as_posix()
-            except ValueError:
-                label = sample.as_posix()
-            items.setdefault(sample.resolve(), WorkItem(sample, label))
+            resolved = sample.resolve()
+            label = Path(os.path.relpath(resolved, base)).as_posix()
+            items.setdefault(resolved, WorkItem(sample, label))
     return _unique_labels(list(items.values()))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,17 @@ def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list
     ]
 
 
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
 def check_device(compiler: str, device: str) -> None:
     """Refuse, before anything runs, a device this machine lacks or the compiler cannot use."""
     from passnet.compilers import COMPILERS
 
+    if not _DEVICE.fullmatch(device):
+        raise DeviceUnavailable(
+            f"unknown device {device!r}: expected cpu, cuda or cuda:N", device=device
+        )
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise DeviceUnavailable(
             "--device cuda, but torch sees no CUDA device on this machine "

@@ -25,9 +25,20 @@ def is_sample_dir(path: Path) -> bool:
     return (path / "model.py").is_file()
 
 
-def _from_list(path: Path) -> list[Path]:
+def _from_list(path: Path, reading: tuple[Path, ...] = ()) -> list[Path]:
+    if path.resolve() in reading:
+        raise InputFormatError("a list of samples includes itself", file=path)
+    reading = (*reading, path.resolve())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(
+            "not a list of samples (a text file, one sample folder per line): "
+            f"it is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            file=path,
+        ) from exc
     out = []
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+    for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -36,7 +47,7 @@ def _from_list(path: Path) -> list[Path]:
             candidate = path.parent / candidate
         if not candidate.is_dir():
             raise InputFormatError(f"listed sample does not exist: {line}", file=path, line=lineno)
-        out.extend(find_samples([candidate]))
+        out.extend(_find(candidate, reading))
     return out
 
 
@@ -47,29 +58,31 @@ def find_samples(paths: Iterable[str | Path]) -> list[Path]:
     """
     seen: dict[Path, None] = {}
     for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            found = _from_list(path)
-        elif is_sample_dir(path):
-            found = [path]
-        elif path.is_dir():
-            list_file = path / "graph_list.txt"
-            if list_file.is_file():
-                found = _from_list(list_file)
-            elif (other := _looks_like_sample(path)) is not None:
-                raise InputFormatError(
-                    f"sample folder has {other} but no model.py", file=path / "model.py"
-                )
-            else:
-                found = sorted(
-                    p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts
-                )
-                _warn_incomplete(path, set(found))
-        else:
-            raise InputFormatError("no such sample, folder or list file", file=path)
-        for p in found:
+        for p in _find(Path(raw), ()):
             seen.setdefault(p, None)
     return list(seen)
+
+
+def _find(path: Path, reading: tuple[Path, ...]) -> list[Path]:
+    """The samples of one PATH; ``reading`` are the list files being read around it."""
+    if path.is_file():
+        found = _from_list(path, reading)
+    elif is_sample_dir(path):
+        found = [path]
+    elif path.is_dir():
+        list_file = path / "graph_list.txt"
+        if list_file.is_file():
+            found = _from_list(list_file, reading)
+        elif (other := _looks_like_sample(path)) is not None:
+            raise InputFormatError(
+                f"sample folder has {other} but no model.py", file=path / "model.py"
+            )
+        else:
+            found = sorted(p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts)
+            _warn_incomplete(path, set(found))
+    else:
+        raise InputFormatError("no such sample, folder or list file", file=path)
+    return found
 
 
 def _warn_incomplete(root: Path, found: set[Path]) -> None:

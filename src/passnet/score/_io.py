@@ -48,6 +48,14 @@ def _looks_like_jsonl(path: Path) -> bool:
     return False
 
 
+def _is_score_file(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and "score" in data and "es" in data
+
+
 def load_records(path: str | Path, *, compiler: str | None = None) -> list[EvalRecord]:
     """Records from a results folder (its ``results.jsonl``), a ``.jsonl`` file or a log file.
 
@@ -67,6 +75,12 @@ def load_records(path: str | Path, *, compiler: str | None = None) -> list[EvalR
         return read_jsonl(results)
     if not path.is_file():
         raise InputFormatError("no such results folder, records file or log file", file=path)
+    if path.name == "aggregated_score.json" or (path.suffix == ".json" and _is_score_file(path)):
+        raise InputFormatError(
+            "this is a score (aggregated_score.json), not evaluation records: give the "
+            "results folder, its results.jsonl or a log file",
+            file=path,
+        )
     if _looks_like_jsonl(path):
         return read_jsonl(path)
     return parse_log(path, compiler=compiler)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from passnet.errors import InputFormatError
-from passnet.evaluate._record import ErrorInfo, EvalRecord, Timing, TimingStats
+from passnet.evaluate._record import ErrorInfo, EvalRecord, Timing, TimingStats, latest_records
 from passnet.score._logblock import Block, PassFacts, block_to_record
 from passnet.status import Status
 
@@ -320,4 +320,5 @@ def parse_log(source: str | Path, *, compiler: str | None = None) -> list[EvalRe
     parser = _Parser(name, compiler)
     for line in text.splitlines():
         parser.feed(line)
-    return parser.finish_all()
+    # eval.log is appended to: a graph evaluated again (its sample changed) appears twice
+    return latest_records(parser.finish_all(), name)

@@ -50,7 +50,14 @@ def factored_score(
     alpha: float, beta: float, lam: float, eta: float, gamma: float, p: float = 0.0
 ) -> float:
     """GraphNet eq. (1)/(3): ``α^λ · β^(λ·η·p) · γ^(1-λ)`` (γ = b gives S_t)."""
-    return alpha**lam * beta ** (lam * eta * p) * gamma ** (1 - lam)
+    return math.exp(factored_log_score(alpha, beta, lam, eta, gamma, p))
+
+
+def factored_log_score(
+    alpha: float, beta: float, lam: float, eta: float, gamma: float, p: float = 0.0
+) -> float:
+    """The log of :func:`factored_score` (finite where the score itself underflows)."""
+    return lam * math.log(alpha) + lam * eta * p * math.log(beta) + (1 - lam) * math.log(gamma)
 
 
 def aggregate_weights(
@@ -95,11 +102,20 @@ def _components(
 
 def _score_at(
     outcomes: Sequence[GraphOutcome], t: int, params: ScoreParams, error_aware: bool
-) -> tuple[float, Components]:
-    """Per-graph geometric mean, checked against the factored form."""
-    per_graph = gmean(
-        [
-            rectified_speedup(
+) -> tuple[float, Components, float]:
+    """Per-graph geometric mean and its log, checked against the factored form.
+
+    Computed in log space: with a large p, ``s**(p+1)`` of a slow graph underflows to 0
+    while the mean of the logs is still finite.
+    """
+    logs = []
+    for o in outcomes:
+        if o.scores_speedup_at(t):
+            s = o.speedup
+            assert s is not None
+            logs.append(math.log(s) if s >= 1 else (params.p + 1) * math.log(s))
+        else:
+            r = rectified_speedup(
                 o,
                 t,
                 b=params.b,
@@ -107,17 +123,19 @@ def _score_at(
                 interpretation=params.interpretation,
                 error_aware=error_aware,
             )
-            for o in outcomes
-        ]
-    )
+            logs.append(math.log(r))
+    per_graph_log = math.fsum(logs) / len(logs)
     c = _components(outcomes, t, params, error_aware)
-    factored = factored_score(c.alpha, c.beta, c.lam, c.eta, c.gamma, params.p)
-    if not math.isclose(per_graph, factored, rel_tol=AGREEMENT_RTOL, abs_tol=0.0):
+    factored_log = factored_log_score(c.alpha, c.beta, c.lam, c.eta, c.gamma, params.p)
+    if not math.isclose(
+        per_graph_log, factored_log, rel_tol=AGREEMENT_RTOL, abs_tol=AGREEMENT_RTOL
+    ):
         name = "ES" if error_aware else "S"
         raise RuntimeError(
-            f"internal error: {name}_{t} per-graph {per_graph!r} != factored {factored!r} ({c})"
+            f"internal error: {name}_{t} per-graph log {per_graph_log!r} != factored "
+            f"{factored_log!r} ({c})"
         )
-    return per_graph, c
+    return math.exp(per_graph_log), c, per_graph_log
 
 
 def _to_outcome(
@@ -201,14 +219,15 @@ def compute_scores(
 
     n_classes = num_error_classes(params.interpretation)
     es: dict[int, float] = {}
+    es_log: dict[int, float] = {}
     components: dict[int, Components] = {}
     for t in range(T_MIN, n_classes + 2):
-        es[t], components[t] = _score_at(scored, t, params, error_aware=True)
+        es[t], components[t], es_log[t] = _score_at(scored, t, params, error_aware=True)
     s = {t: _score_at(scored, t, params, error_aware=False)[0] for t in range(T_MIN, 1)}
 
     weights = aggregate_weights(params.interpretation)
     total_weight = math.fsum(weights.values())
-    score = math.exp(math.fsum(w * math.log(es[t]) for t, w in weights.items()) / total_weight)
+    score = math.exp(math.fsum(w * es_log[t] for t, w in weights.items()) / total_weight)
 
     n = len(scored)
     baseline = [o.speedup for o in scored if o.scores_speedup_at(BASELINE_T)]
