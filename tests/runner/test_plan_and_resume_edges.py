@@ -200,3 +200,41 @@ def test_a_list_of_samples_that_includes_itself_is_named(tmp_path: Path) -> None
     (task / "graph_list.txt").write_text("mlp\n.\n")
     with pytest.raises(InputFormatError, match="includes itself"):
         find_samples([task])
+
+
+def test_new_samples_with_other_settings_do_not_mix_into_a_folder(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    run_evaluations(
+        plan_items([MLP]), compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False
+    )
+    other = dataclasses.replace(fast, seed=7)
+    with pytest.raises(StoreError, match="seed 0 there, 7 now"):
+        run_evaluations(
+            plan_items([BERT]), compiler="eager", settings=other, out_dir=tmp_path, echo_logs=False
+        )
+
+
+def test_a_sample_edited_after_its_evaluation_is_evaluated_again(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    # graph_hash.txt names the graph and stays as it is when model.py is repaired
+    sample = _copy(MLP, tmp_path / "mlp")
+    model = sample / "model.py"
+    good = model.read_text()
+    model.write_text(good.replace("def forward(", "def forward(self_is_broken, ", 1))
+    out = tmp_path / "out"
+    first = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert [r.status for r in first.records] == [Status.SAMPLE_ERROR]
+    model.write_text(good)
+    second = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert second.evaluated == 1 and [r.status for r in second.records] == [Status.OK]
+    assert [r.status for r in read_records(out / "results.jsonl")] == [Status.OK]
+    third = run_evaluations(
+        plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
+    )
+    assert third.resumed == 1 and third.evaluated == 0

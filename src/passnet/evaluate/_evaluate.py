@@ -21,7 +21,7 @@ from passnet.evaluate._record import (
     record_from_dict,
 )
 from passnet.evaluate._settings import EvalSettings
-from passnet.sample import load_sample
+from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
 
 __all__ = ["evaluate_sample", "probe_device", "software_versions"]
@@ -105,6 +105,7 @@ def evaluate_sample(
         versions=software_versions(),
         settings=settings.to_dict(),
         started_at=started,
+        sample_digest=sample_digest(sample_path),
     )
     try:
         graph_hash = load_sample(sample_path).graph_hash

@@ -150,6 +150,9 @@ class EvalRecord:
     """warmup, trials, seed, timeout_s: what the evaluation was run with."""
     started_at: str = ""
     finished_at: str = ""
+    sample_digest: str = ""
+    """SHA-256 of the sample's files when it was evaluated (:func:`passnet.sample.sample_digest`):
+    a resume evaluates a sample again when it changed ("" in records of older versions)."""
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:

@@ -17,7 +17,7 @@ from passnet.errors import DeviceUnavailable, SampleError, StoreError
 from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample, probe_device
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
-from passnet.sample import OPTIONAL_FILES, load_sample
+from passnet.sample import OPTIONAL_FILES, load_sample, sample_digest
 
 __all__ = ["RunSummary", "check_device", "run_evaluations", "worker_devices"]
 
@@ -136,6 +136,10 @@ def run_evaluations(
         if found is None:
             todo.append(item)
             continue
+        if found.sample_digest and found.sample_digest != sample_digest(item.path):
+            log.info("%s changed since it was evaluated: evaluating it again", item.label)
+            todo.append(item)
+            continue
         differences = _settings_differences(found.settings, wanted)
         if differences:
             store.close()
@@ -145,6 +149,20 @@ def run_evaluations(
                 path=store.jsonl,
             )
         done.append(found)
+    if todo:
+        # New evaluations must be measured as the folder's others were, or scores mix them.
+        for rec in store.records():
+            if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
+                continue
+            differences = _settings_differences(rec.settings, wanted)
+            if differences:
+                store.close()
+                raise StoreError(
+                    f"{store.dir} holds {compiler} records measured with other settings "
+                    f"({'; '.join(differences)}); adding {len(todo)} more would mix "
+                    "measurements: use the same settings, or another --out",
+                    path=store.jsonl,
+                )
     if done:
         console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
     devices = worker_devices(device, max(1, jobs))

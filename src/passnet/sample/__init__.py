@@ -11,7 +11,7 @@ from passnet.sample._meta import (
 )
 from passnet.sample._model import rewrite_devices
 from passnet.sample._replay import ParamUsage, analyze_usage
-from passnet.sample._sample import OPTIONAL_FILES, Sample, load_sample
+from passnet.sample._sample import OPTIONAL_FILES, Sample, load_sample, sample_digest
 from passnet.sample._write import write_sample
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "render_constraints_file",
     "render_meta_file",
     "rewrite_devices",
+    "sample_digest",
     "write_sample",
 ]

@@ -141,6 +141,20 @@ def _read_text(path: Path, sample: Path, required: bool) -> str | None:
         raise SampleError(f"cannot read {path.name}: {exc}", sample=sample, file=path.name) from exc
 
 
+def sample_digest(path: str | Path) -> str:
+    """SHA-256 of the files that decide an evaluation (model.py and the meta and
+    constraint files), whether or not they parse: ``graph_hash.txt`` names the graph
+    and does not change when a sample is edited or repaired."""
+    h = hashlib.sha256()
+    for name in (MODEL_FILE, WEIGHT_META_FILE, INPUT_META_FILE, CONSTRAINTS_FILE):
+        file = Path(path) / name
+        if file.is_file():
+            data = file.read_bytes()
+            h.update(f"{name}\0{len(data)}\0".encode())
+            h.update(data)
+    return h.hexdigest()
+
+
 def load_sample(path: str | Path) -> Sample:
     """Read and check a sample folder. Every problem is a :class:`SampleError` naming file and field."""
     path = Path(path)
