@@ -60,6 +60,7 @@ def test_output_cached_from_first_draw_fails_on_fresh_inputs(fast: EvalSettings)
     rec = evaluate_sample(MLP, faulty("StaleFirstDraw"), settings=fast)
     assert rec.status is Status.ACCURACY
     assert rec.correctness.draws == 2
+    assert rec.correctness.first_failing_draw == 2  # right on draw 1, stale on draw 2
 
 
 def test_input_mutation_is_an_integrity_failure(fast: EvalSettings) -> None:

@@ -61,6 +61,19 @@ def test_torn_last_line_is_dropped_and_sqlite_rebuilt(tmp_path: Path, fast: Eval
     assert n == 1
 
 
+def test_a_whole_last_record_without_its_newline_is_kept(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    run_evaluations(
+        plan_items([MLP]), compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False
+    )
+    results = tmp_path / "results.jsonl"
+    results.write_text(results.read_text().rstrip("\n"))
+    store = ResultStore(tmp_path)
+    assert len(store) == 1
+    assert results.read_text().endswith("}\n")
+
+
 def test_sigkill_during_a_run_loses_no_finished_record_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     samples = tmp_path / "list.txt"

@@ -313,9 +313,13 @@ def _evaluate(
         result["integrity"] = findings
         raise _IntegrityViolation("; ".join(findings), _integrity_status(req.compiler))
     cmp2 = compare_outputs(out_c2, out_e2)
-    _fill_comparison(
-        result, _merge(cmp1, cmp2), draws=2, first_failing=None if cmp1.allclose[-5] else 1
-    )
+    if not cmp1.allclose[-5]:
+        first_failing: int | None = 1
+    elif not cmp2.status.ran or not cmp2.allclose[-5]:
+        first_failing = 2
+    else:
+        first_failing = None
+    _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 

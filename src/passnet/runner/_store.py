@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from passnet.errors import StoreError
-from passnet.evaluate import EvalRecord, read_records
+from passnet.errors import InputFormatError, StoreError
+from passnet.evaluate import EvalRecord, read_records, record_from_json
 
 __all__ = ["ResultStore", "read_records"]
 
@@ -66,11 +66,17 @@ class ResultStore:
         data = self.jsonl.read_bytes()
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
-            log.warning(
-                "%s: truncating a torn final record (%d bytes)", self.jsonl, len(data) - cut
-            )
-            with open(self.jsonl, "r+b") as f:
-                f.truncate(cut)
+            try:
+                record_from_json(data[cut:].decode("utf-8"))
+            except (InputFormatError, UnicodeDecodeError):
+                log.warning(
+                    "%s: truncating a torn final record (%d bytes)", self.jsonl, len(data) - cut
+                )
+                with open(self.jsonl, "r+b") as f:
+                    f.truncate(cut)
+            else:  # a whole record that only lacks its newline: keep it
+                with open(self.jsonl, "ab") as f:
+                    f.write(b"\n")
 
     def _open_db(self) -> sqlite3.Connection:
         try:
