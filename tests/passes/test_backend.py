@@ -114,3 +114,21 @@ def test_pass_mgr_inductor_makes_other_layouts_contiguous(pass_dir: Callable[...
         (out,) = compiled(*inputs)
     bias = inputs[-1]
     torch.testing.assert_close(out, bias.expand_as(out))  # zeros @ W.T + b
+
+
+def test_a_replacement_that_raises_names_its_pass_file_and_line(tmp_path) -> None:
+    from passnet.passes import PassCodeError
+
+    pass_dir = tmp_path / "pass_dir"
+    pass_dir.mkdir()
+    (pass_dir / "Boom.py").write_text(
+        "import torch\n\n\n@torch.fx.wrap\ndef boom(x):\n    n = x.shape[7]\n"
+        "    return torch.empty_like(x)\n\n\ndef pattern(in_0):\n    return torch.relu(in_0)\n\n\n"
+        "def replacement_args(in_0):\n    return (in_0,)\n\n\n"
+        "def replacement_func():\n    return boom\n"
+    )
+    (pass_dir / "sorted_output_pass_rule_names.json").write_text('["Boom"]')
+    module, inputs, _ = run_eager(MLP)
+    with pytest.raises(PassCodeError, match="boom raised IndexError") as info:
+        create_compiler("pass_mgr", pass_dir=str(pass_dir)).compile(module, inputs)
+    assert (info.value.context["file"], info.value.context["line"]) == ("Boom.py", "6")

@@ -29,6 +29,7 @@ from passnet.passes._guard import ALLOWED_OPS, DispatchGuard, Violation
 from passnet.passes._loader import PassRule, load_pass_dir
 from passnet.passes._manager import (
     PASS_MGR_LOGGER,
+    PassCodeError,
     PassManager,
     ReplacementError,
     ReplacementSite,
@@ -60,6 +61,7 @@ __all__ = [
     "PassManager",
     "PassRule",
     "Pattern",
+    "PassCodeError",
     "ReplacementError",
     "ReplacementSite",
     "RewriteResult",

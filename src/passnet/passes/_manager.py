@@ -31,7 +31,7 @@ from typing import Any
 
 import torch.fx
 
-from passnet.errors import PassError, PassMismatch
+from passnet.errors import PassError, PassMismatch, PassnetError
 from passnet.evaluate._record import PassReport
 from passnet.passes._guard import DispatchGuard
 from passnet.passes._loader import PassRule, load_pass_dir
@@ -39,13 +39,37 @@ from passnet.passes._matcher import Matcher
 from passnet.passes._rewrite import replace_match
 from passnet.status import Status
 
-__all__ = ["PASS_MGR_LOGGER", "PassManager", "ReplacementError", "ReplacementSite", "RewriteResult"]
+__all__ = [
+    "PASS_MGR_LOGGER",
+    "PassCodeError",
+    "PassManager",
+    "ReplacementError",
+    "ReplacementSite",
+    "RewriteResult",
+]
 
 PASS_MGR_LOGGER = "passnet.pass_mgr"
 """Logger the pass-manager lines go to (capture it to see them)."""
 
 _log = logging.getLogger(PASS_MGR_LOGGER)
 _PREFIX = "[PassMgrBackend]"
+
+
+class PassCodeError(PassError):
+    """A replacement function raised; context names the pass file and line that raised."""
+
+
+def _raising_line(exc: BaseException, pass_dir: Path, default: dict[str, Any]) -> tuple[Any, Any]:
+    """The innermost traceback frame in the pass directory: (file name relative to it, line)."""
+    found = (default["file"], default["line"])
+    tb = exc.__traceback__
+    root = str(pass_dir.resolve())
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(root):
+            found = (Path(filename).resolve().relative_to(root).as_posix(), tb.tb_lineno)
+        tb = tb.tb_next
+    return found
 
 
 class ReplacementError(PassError):
@@ -100,7 +124,20 @@ def replacement_target(rule: PassRule, guard: DispatchGuard) -> Callable[..., An
     }
 
     def call(*args: Any) -> Any:
-        out = fn(*args) if rule.trusted else guard.call(name, fn, args)
+        try:
+            out = fn(*args) if rule.trusted else guard.call(name, fn, args)
+        except PassnetError:
+            raise
+        except Exception as exc:
+            # the stage decides the status (compile or runtime); the error names the pass
+            # and the line of its code that raised
+            file, line = _raising_line(exc, rule.file.parent, where)
+            raise PassCodeError(
+                f"pass {name}: {fn.__name__} raised {type(exc).__name__}: {exc}",
+                pass_name=name,
+                file=file,
+                line=line,
+            ) from exc
         if expected is None:
             if isinstance(out, (tuple, list)):
                 raise ReplacementError(
