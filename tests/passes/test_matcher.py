@@ -213,13 +213,29 @@ def test_explain_reports_the_first_literal_difference_with_locations() -> None:
     matcher = Matcher(_pattern(shifted))
     assert matcher.find(gm.graph) == []
     why = matcher.explain(gm.graph)
-    assert (why.matched, why.total) == (4, 5)
+    # layer_norm, add and the view after the roll agree, literals included; the roll
+    # differs in its own literal, so its input (the first view) is never reached
+    assert (why.matched, why.total) == (3, 5)
     assert why.reason == "keyword shifts[0]: the pattern has 3, the graph has 1"
     lines = why.lines()
-    assert lines[0] == "best partial match: 4 of 5 pattern operations"
+    assert lines[0] == "best partial match: 3 of 5 pattern operations"
     assert lines[1].startswith("  pattern: roll = torch.roll(view, shifts=(3, 3), dims=(1, 2))")
     assert lines[1].endswith(f"({_HERE.name}:{shifted.__code__.co_firstlineno + 2})")
     assert "shifts=(1, 1)" in lines[2] and lines[2].endswith("(model.py:810)")
+
+
+def test_explain_counts_no_operation_whose_own_literal_differs() -> None:
+    # An operation counts as agreeing only after its own literals were compared: the
+    # embeddings' layer_norm (eps 1e-12, like every LayerNorm of this graph) must not
+    # tie with the encoder's, and the reason is the eps that differs.
+    def eps_miss(in_0, in_1, in_2, in_3):
+        d = torch.nn.functional.dropout(in_0, 0.1, False, False)
+        s = d + in_1
+        return torch.nn.functional.layer_norm(s, (128,), in_2, in_3, 1e-05)
+
+    why = Matcher(_pattern(eps_miss)).explain(_sample_graph(BERT).graph)
+    assert (why.matched, why.total) == (2, 3)
+    assert why.reason == "keyword eps: the pattern has 1e-05, the graph has 1e-12"
 
 
 def test_explain_names_operations_the_graph_never_calls() -> None:

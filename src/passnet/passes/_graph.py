@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 _THIS_FILE = os.path.realpath(__file__)
+# passnet's own code (the tracers, the pattern loader) is never where a node comes from;
+# the samples shipped inside the package are
+_PASSNET_DIR = os.path.dirname(os.path.dirname(_THIS_FILE)) + os.sep
+_PASSNET_DATA_DIR = os.path.join(_PASSNET_DIR, "data") + os.sep
 
 
 LOCATION_KEY = "passnet_location"
@@ -52,8 +56,12 @@ _SITE_DIRS = tuple(
 
 
 def _internal(filename: str) -> bool:
+    if filename.startswith("<"):  # generated code (<string>, <eval_with_key>): no file to show
+        return True
     path = os.path.realpath(filename)
-    if path == _THIS_FILE or path.startswith(_TORCH_DIR):
+    if path.startswith(_PASSNET_DIR) and not path.startswith(_PASSNET_DATA_DIR):
+        return True
+    if path.startswith(_TORCH_DIR):
         return True
     return path.startswith(_STDLIB_DIR) and not path.startswith(_SITE_DIRS)
 

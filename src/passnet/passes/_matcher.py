@@ -196,11 +196,12 @@ class Matcher:
             )
         st.p2g[pn] = gn
         st.used[gn] = pn
-        for i, (pa, ga) in enumerate(zip(pn.args, gn.args)):
-            if not self._match_arg(pa, ga, st, pn, gn, f"argument {i}"):
-                return False
-        for name, pa in pn.kwargs.items():
-            if not self._match_arg(pa, gn.kwargs[name], st, pn, gn, f"keyword {name}"):
+        pairs = [(pa, ga, f"argument {i}") for i, (pa, ga) in enumerate(zip(pn.args, gn.args))]
+        pairs += [(pa, gn.kwargs[name], f"keyword {name}") for name, pa in pn.kwargs.items()]
+        # This operation's own literals first, then its inputs: an operation counted as
+        # agreeing in a partial match has had its literals compared (eps, shifts, ...).
+        for pa, ga, where in sorted(pairs, key=lambda pair: _has_node(pair[0])):
+            if not self._match_arg(pa, ga, st, pn, gn, where):
                 return False
         return True
 
@@ -363,15 +364,18 @@ class Matcher:
                     st.p2g[anchor],
                     dict(st.p2g),
                 )
-        best: tuple[tuple[int, int, int, int], _State, Node, Node] | None = None
+        best: tuple[tuple[int, int, int, int, int], _State, Node, Node] | None = None
         for pn in reversed(self._compute):
             for gn in index.get(_key(pn), []):
                 st = _State()
                 self._match_node(pn, gn, st)
-                # Deepest walk first; then one that starts at an output, then one that
-                # met no difference (it shows where the graph leaves the pattern).
+                # Deepest walk first; then one that failed at an operation the graph does
+                # call there (a literal differs: closer than another operation), one that
+                # starts at an output, one that met no difference (it shows where the
+                # graph leaves the pattern).
                 score = (
                     len(_agreeing(st)),
+                    int(_same_operation_failed(st)),
                     int(pn in self.pattern.anchors),
                     int(st.failure is None),
                     -position[gn],
@@ -383,11 +387,13 @@ class Matcher:
             return Mismatch(
                 0, total, f"the graph calls none of the pattern's operations ({', '.join(ops)})"
             )
-        (count, _, _, _), st, start_pn, start_gn = best
+        (count, *_), st, start_pn, start_gn = best
         partial = _agreeing(st)
         if st.failure is not None:
             pn, gn, reason = st.failure
-            return Mismatch(count, total, reason, pn, gn, partial)
+            # an input bound twice inconsistently fails at a placeholder: the operation
+            # using it does not agree either, so a failed match is never "n of n"
+            return Mismatch(min(count, total - 1), total, reason, pn, gn, partial)
         # The walk from start_pn succeeded: what follows start_pn in the pattern is not in the graph.
         consumers = [u for u in start_pn.users if u.op != "output" and u not in partial]
         if consumers:
@@ -418,9 +424,32 @@ class Matcher:
 
 
 def _agreeing(st: _State) -> dict[Node, Node]:
-    """Pattern operations that correspond to their graph node (all but the one that failed)."""
+    """Pattern operations that correspond to their graph node, literals included (all but
+    the one that failed)."""
     failing = st.failure[0] if st.failure is not None else None
     return {p: g for p, g in st.p2g.items() if p.op != "placeholder" and p is not failing}
+
+
+def _same_operation_failed(st: _State) -> bool:
+    if st.failure is None:
+        return False
+    pn, gn = st.failure[0], st.failure[1]
+    return (
+        isinstance(pn, Node)
+        and isinstance(gn, Node)
+        and pn.op != "placeholder"
+        and _key(pn) == _key(gn)
+    )
+
+
+def _has_node(value: Any) -> bool:
+    if isinstance(value, Node):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_node(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_node(v) for v in value.values())
+    return False
 
 
 def _index(graph: torch.fx.Graph) -> dict[Any, list[Node]]:
