@@ -140,29 +140,21 @@ def run_evaluations(
             log.info("%s changed since it was evaluated: evaluating it again", item.label)
             todo.append(item)
             continue
-        differences = _settings_differences(found.settings, wanted)
+        done.append(found)
+    # Resumed or new, evaluations must be measured as the folder's others of this compiler
+    # were, or scores would mix measurements.
+    for rec in store.records():
+        if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
+            continue
+        differences = _settings_differences(rec.settings, wanted)
         if differences:
             store.close()
             raise StoreError(
-                f"{item.label} was evaluated here with other settings ({'; '.join(differences)}); "
-                "resuming would mix measurements: use the same settings, or another --out",
+                f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "
+                "resuming or adding to these records would mix measurements: use the same "
+                "settings, or another --out",
                 path=store.jsonl,
             )
-        done.append(found)
-    if todo:
-        # New evaluations must be measured as the folder's others were, or scores mix them.
-        for rec in store.records():
-            if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
-                continue
-            differences = _settings_differences(rec.settings, wanted)
-            if differences:
-                store.close()
-                raise StoreError(
-                    f"{store.dir} holds {compiler} records measured with other settings "
-                    f"({'; '.join(differences)}); adding {len(todo)} more would mix "
-                    "measurements: use the same settings, or another --out",
-                    path=store.jsonl,
-                )
     if done:
         console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
     devices = worker_devices(device, max(1, jobs))
