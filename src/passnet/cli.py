@@ -242,9 +242,11 @@ def _distinct_inputs(inputs: list[str]) -> list[str]:
     """The inputs, each records file once (``r1``, ``r1/`` and ``r1/results.jsonl`` are one)."""
     seen: dict[Path, str] = {}
     for src in inputs:
+        from passnet.score._io import RESULTS_FILE
+
         path = Path(src).resolve()
         if path.is_dir():
-            path = path / "results.jsonl"
+            path = path / RESULTS_FILE
         if path in seen:
             log.warning("%s is the same records as %s: read once", src, seen[path])
             continue

@@ -172,7 +172,7 @@ def test_an_input_marked_with_negative_zero_to_skip_work_is_caught(tmp_path: Pat
 
 
 def test_an_out_of_memory_is_recognised_through_wrapping_errors() -> None:
-    from passnet.evaluate._child import _device_usable, _out_of_memory
+    from passnet.evaluate._child import _device_problem, _out_of_memory
 
     try:
         try:
@@ -182,4 +182,4 @@ def test_an_out_of_memory_is_recognised_through_wrapping_errors() -> None:
     except RuntimeError as wrapped:
         assert _out_of_memory(wrapped)
     assert not _out_of_memory(RuntimeError("CUDA error: an illegal memory access"))
-    assert _device_usable("cpu")
+    assert _device_problem("cpu") is None

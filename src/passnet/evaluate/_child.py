@@ -60,13 +60,19 @@ class _Stage:
 
 
 def probe_device_child(device: str, send: Send) -> None:
-    """Allocate on ``device`` and synchronise: can an evaluation child use it at all?"""
+    """Can an evaluation child use ``device`` at all? Sends the problem, or None."""
+    send(("result", {"error": _device_problem(device)}))
+
+
+def _device_problem(device: str) -> str | None:
+    """Allocate, add and synchronise on ``device``: None if that works, else the error (a
+    sticky CUDA error, such as an illegal address, fails every later call)."""
     try:
         torch.ones(1, device=device).add_(1)
         _sync(device)
-        send(("result", {"error": None}))
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as text
-        send(("result", {"error": f"{type(exc).__name__}: {exc}"}))
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _clone(values: list[Any]) -> list[Any]:
@@ -195,7 +201,7 @@ def _blame_the_sample(
     """
     compiler_error = result["error"]
     device = loaded["device"]
-    if device.startswith("cuda") and (_out_of_memory(exc) or not _device_usable(device)):
+    if device.startswith("cuda") and (_out_of_memory(exc) or _device_problem(device)):
         return
     stage.enter("eager")
     try:
@@ -219,16 +225,6 @@ def _out_of_memory(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-def _device_usable(device: str) -> bool:
-    """Whether the device still runs work: a sticky CUDA error fails every later call."""
-    try:
-        torch.ones(1, device=device).add_(1)
-        _sync(device)
-    except Exception:  # noqa: BLE001 - any failure means no
-        return False
-    return True
 
 
 def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:

@@ -552,7 +552,7 @@ class _Checker(ast.NodeVisitor):
             qual = ".".join(parts[:cut])
             if allowed(qual, in_pattern):
                 rest = parts[cut:]
-                if rest and parts[0] != PACKAGE and names_a_module(qual):
+                if rest and names_a_module(qual):
                     # `tl.core.builtins`, `typing.sys`: the longer names were refused, and a
                     # module may only be used as `module.<allowed name>`, in kernels too
                     self.add(
@@ -565,10 +565,8 @@ class _Checker(ast.NodeVisitor):
                 for k, attr in enumerate(rest, start=cut + 1):
                     if is_dunder(attr):
                         self.add(node, "dunder", f"dunder attribute `.{attr}` is not allowed")
-                    elif (
-                        (in_pattern or self.in_jit)
-                        and parts[0] != PACKAGE
-                        and (attr.startswith("_") or names_a_module(".".join(parts[:k])))
+                    elif (in_pattern or self.in_jit) and (
+                        attr.startswith("_") or names_a_module(".".join(parts[:k]))
                     ):
                         # where value attributes are otherwise free, none may be private or
                         # lead into a module (an object holding, say, `os` as an attribute)
@@ -611,8 +609,6 @@ class _Checker(ast.NodeVisitor):
                 f"`{qual}` is not allowed outside pattern: torch may only create tensors "
                 "and read metadata in pass code; the computation belongs in a kernel",
             )
-        elif root == PACKAGE:
-            self.add(node, "pattern-ref", f"`{qual}` is not allowed")
         else:
             self.add(
                 node, "torch-api" if root == "triton" else "import", f"`{qual}` is not allowed"
@@ -631,11 +627,7 @@ class _Checker(ast.NodeVisitor):
             return "pattern-ref", "pattern may not be referred to: it is only the template"
         if is_dunder(name):
             return "dunder", f"dunder attribute `.{name}` is not allowed"
-        if (
-            name not in helper.functions
-            and name not in helper.constants
-            and (name not in helper.containers)
-        ):
+        if not (name in helper.functions or name in helper.constants or name in helper.containers):
             return "import", (
                 f"`{PACKAGE}.{parts[1]}.{name}` is not a function or constant defined in "
                 f"{parts[1]}.py: names it imports are not reachable through it (import them here)"
@@ -658,20 +650,23 @@ class _Checker(ast.NodeVisitor):
                 f"`{'.'.join(parts)}`: a module-level table of {parts[1]}.py may only be read",
             )
             return
+        # what follows the helper's name are attributes of a value: the usual value rules,
+        # the first attribute that breaks one is reported
         for attr in rest:
-            if is_dunder(attr):
-                self.add(node, "dunder", f"dunder attribute `.{attr}` is not allowed")
-            elif self.in_jit and attr not in JIT_VALUE_ATTRS:
-                self.add(node, "jit-attr", f"`{'.'.join(parts)}`: `.{attr}` is not allowed here")
-            elif not (self.in_pattern or self.in_jit) and attr not in VALUE_ATTRS | INFO_ATTRS:
-                self.add(
-                    node,
-                    "tensor-method",
-                    f"`{'.'.join(parts)}`: `.{attr}` is not allowed outside pattern",
-                )
-            else:
-                continue
-            return
+            problem = self._value_attribute_problem(attr)
+            if problem is not None:
+                rule, why = problem
+                self.add(node, rule, f"`{'.'.join(parts)}`: `.{attr}` {why}")
+                return
+
+    def _value_attribute_problem(self, attr: str) -> tuple[str, str] | None:
+        if is_dunder(attr):
+            return "dunder", "is a dunder attribute"
+        if self.in_jit and attr not in JIT_VALUE_ATTRS:
+            return "jit-attr", "is not an attribute of Triton's tensors, dtypes or constexprs"
+        if not (self.in_pattern or self.in_jit) and attr not in VALUE_ATTRS | INFO_ATTRS:
+            return "tensor-method", "is not allowed outside pattern"
+        return None
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id

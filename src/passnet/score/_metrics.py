@@ -18,6 +18,7 @@ from passnet.score._outcome import (
     GraphOutcome,
     SpeedupKind,
     default_group_of,
+    log_rectified_speedup,
     rectified_speedup,
 )
 from passnet.score._result import Components, ScoreParams, ScoreReport
@@ -108,22 +109,17 @@ def _score_at(
     Computed in log space: with a large p, ``s**(p+1)`` of a slow graph underflows to 0
     while the mean of the logs is still finite.
     """
-    logs = []
-    for o in outcomes:
-        if o.scores_speedup_at(t):
-            s = o.speedup
-            assert s is not None
-            logs.append(math.log(s) if s >= 1 else (params.p + 1) * math.log(s))
-        else:
-            r = rectified_speedup(
-                o,
-                t,
-                b=params.b,
-                p=params.p,
-                interpretation=params.interpretation,
-                error_aware=error_aware,
-            )
-            logs.append(math.log(r))
+    logs = [
+        log_rectified_speedup(
+            o,
+            t,
+            b=params.b,
+            p=params.p,
+            interpretation=params.interpretation,
+            error_aware=error_aware,
+        )
+        for o in outcomes
+    ]
     per_graph_log = math.fsum(logs) / len(logs)
     c = _components(outcomes, t, params, error_aware)
     factored_log = factored_log_score(c.alpha, c.beta, c.lam, c.eta, c.gamma, params.p)

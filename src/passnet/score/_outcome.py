@@ -154,3 +154,22 @@ def rectified_speedup(
     if not error_aware:
         return b
     return b if t < outcome.failure_code(interpretation) else 1.0
+
+
+def log_rectified_speedup(
+    outcome: GraphOutcome,
+    t: int,
+    *,
+    b: float = 0.1,
+    p: float = 0.0,
+    interpretation: Interpretation | str = Interpretation.DEFAULT,
+    error_aware: bool = True,
+) -> float:
+    """The log of :func:`rectified_speedup`, finite where ``s**(p+1)`` underflows (large p)."""
+    if outcome.scores_speedup_at(t):
+        s = outcome.speedup
+        assert s is not None
+        return math.log(s) if s >= 1 else (p + 1) * math.log(s)
+    return math.log(
+        rectified_speedup(outcome, t, b=b, interpretation=interpretation, error_aware=error_aware)
+    )
