@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from passnet.evaluate._isolate import run_isolated
 
@@ -22,3 +29,53 @@ def test_children_start_with_dynamo_and_passnet_imported() -> None:
         "torch._functorch.aot_autograd": True,
         "passnet.passes": True,
     }
+
+
+def _report_pid_then_hang(pid_file: str, send: Any) -> None:
+    Path(pid_file).write_text(str(os.getpid()))
+    send(("stage", "hang"))
+    time.sleep(3600)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")  # a zombie has ended; only its reaping is left
+
+
+_HARNESS = """
+import sys
+from passnet.evaluate._isolate import run_isolated
+from tests.evaluate.test_isolate import _report_pid_then_hang
+run_isolated(_report_pid_then_hang, (sys.argv[1],), timeout_s=3600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_a_hanging_child_does_not_outlive_a_killed_harness(tmp_path: Path) -> None:
+    # kill -9 of `passnet eval` alone (not its process group): the forkserver sees its
+    # pipe from the harness close and exits, and the kernel then kills the child.
+    pid_file = tmp_path / "child.pid"
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}"}
+    harness = subprocess.Popen([sys.executable, "-c", _HARNESS, str(pid_file)], env=env, cwd=repo)
+    try:
+        deadline = time.time() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+            assert harness.poll() is None, "the harness ended before its child started"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        assert not _gone(child)
+        harness.kill()
+        harness.wait()
+        deadline = time.time() + 30
+        while not _gone(child) and time.time() < deadline:
+            time.sleep(0.1)
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError(f"child {child} still ran 30 s after its harness was killed")
+    finally:
+        if harness.poll() is None:
+            harness.kill()

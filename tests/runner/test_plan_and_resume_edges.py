@@ -125,16 +125,33 @@ def test_a_cuda_only_compiler_on_cpu_is_refused_up_front() -> None:
     check_device("eager", "cpu")  # fine
 
 
-def test_a_folder_with_sample_files_but_no_model_is_named(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_folder_with_sample_files_but_no_model_is_a_sample_error_record(
+    tmp_path: Path, fast: EvalSettings
 ) -> None:
+    # Found by the recursive search it is evaluated like any broken sample: a
+    # categorized record naming the missing file, next to the good sample's.
     broken = _copy(MLP, tmp_path / "set" / "broken")
     (broken / "model.py").unlink()
-    _copy(BERT, tmp_path / "set" / "fine")
-    with caplog.at_level(logging.WARNING):
-        found = find_samples([tmp_path / "set"])
-    assert [p.name for p in found] == ["fine"]
-    assert f"skipping {broken}: it has weight_meta.py but no model.py" in caplog.text
+    only_inputs = tmp_path / "set" / "only_inputs"
+    only_inputs.mkdir()
+    shutil.copy(MLP / "input_meta.py", only_inputs)
+    _copy(MLP, tmp_path / "set" / "fine")
+    found = find_samples([tmp_path / "set"])
+    assert [p.name for p in found] == ["broken", "fine", "only_inputs"]
+    run = run_evaluations(
+        plan_items([tmp_path / "set"]),
+        compiler="eager",
+        settings=fast,
+        out_dir=tmp_path / "o",
+        echo_logs=False,
+    )
+    by_graph = {r.graph: r for r in run.records}
+    assert by_graph["fine"].status is Status.OK
+    for name in ("broken", "only_inputs"):
+        assert by_graph[name].status is Status.SAMPLE_ERROR
+        assert by_graph[name].error is not None
+        assert by_graph[name].error.message == "missing file model.py"
+    # Given directly, the broken folder is an error of the command.
     with pytest.raises(InputFormatError, match="has weight_meta.py but no model.py") as err:
         find_samples([broken])
     assert err.value.context["file"] == str(broken / "model.py")

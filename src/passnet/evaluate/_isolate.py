@@ -10,9 +10,13 @@ children may initialize it.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
+import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -75,7 +79,43 @@ class ChildOutcome:
         return None
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_the_harness() -> None:
+    """Have the kernel kill this child when its parent, the forkserver, ends.
+
+    The forkserver exits when the write ends of its "alive" pipe are all closed. The
+    harness holds one, and multiprocessing hands every child a copy too (so that it
+    could use the forkserver itself); evaluation children never do, so the child
+    closes its copy. Then a killed ``passnet eval`` (even SIGKILL, its process group
+    spared) ends the forkserver, and the kernel ends the child: a child that hangs
+    or measures does not outlive its harness or keep a GPU busy. The signal is
+    Linux's; elsewhere only the copy is closed.
+    """
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    alive_fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(alive_fd, int):
+        try:
+            os.close(alive_fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this libc: nothing to arm
+        return
+    if os.getppid() != parent:  # the parent ended before the signal was armed
+        os._exit(1)
+
+
 def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
+    _die_with_the_harness()
+
     def send(msg: tuple[str, Any]) -> None:
         conn.send(msg)
 

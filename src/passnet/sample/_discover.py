@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -10,11 +9,12 @@ from passnet.errors import InputFormatError
 
 __all__ = ["find_samples", "is_sample_dir"]
 
-log = logging.getLogger(__name__)
-
 # Files of a GraphNet sample besides model.py: a folder with one of them but no
 # model.py is a broken sample, not an unrelated folder.
 _SAMPLE_FILES = ("weight_meta.py", "input_meta.py", "graph_hash.txt", "graph_net.json")
+# The files that only a sample has (a recursive search takes their folders as samples).
+_META_FILES = ("weight_meta.py", "input_meta.py")
+MODEL_FILE = "model.py"
 
 
 def _looks_like_sample(path: Path) -> str | None:
@@ -78,15 +78,20 @@ def _find(path: Path, reading: tuple[Path, ...]) -> list[Path]:
                 f"sample folder has {other} but no model.py", file=path / "model.py"
             )
         else:
-            found = sorted(p.parent for p in path.rglob("model.py") if "pass_dir" not in p.parts)
-            _warn_incomplete(path, set(found))
+            found = sorted(_under(path))
     else:
         raise InputFormatError("no such sample, folder or list file", file=path)
     return found
 
 
-def _warn_incomplete(root: Path, found: set[Path]) -> None:
-    """Warn about folders under ``root`` that hold sample files but no model.py (skipped)."""
-    for meta in sorted(root.rglob("weight_meta.py")):
-        if meta.parent not in found and "pass_dir" not in meta.parts:
-            log.warning("skipping %s: it has weight_meta.py but no model.py", meta.parent)
+def _under(root: Path) -> set[Path]:
+    """Sample folders under ``root``: those with model.py, and broken ones.
+
+    A folder with a sample's meta files but no model.py is a sample too: it ends as a
+    ``sample_error`` record naming the missing file, like any other broken sample,
+    rather than being skipped with a warning that a long run's output buries.
+    """
+    found = set()
+    for name in (MODEL_FILE, *_META_FILES):
+        found.update(p.parent for p in root.rglob(name) if "pass_dir" not in p.parts)
+    return found
