@@ -383,6 +383,15 @@ def test_compiled_code_symlinks_and_syntax_errors_are_file_findings(
     }
 
 
+def test_an_unreadable_pass_file_is_one_finding(pass_dir: Callable[..., Path]) -> None:
+    source, _, _ = render()
+    folder = pass_dir({"Relu.py": source})
+    (folder / "Relu.py").write_bytes(b"x = 1\n\xff\xfe\n")
+    found = [(f.file, f.rule, f.message.split(":")[0]) for f in inspect_pass_dir(folder)]
+    # not also "pass 'Relu' has no file Relu.py" in the manifest
+    assert found == [("Relu.py", "format", "cannot read as UTF-8 text")]
+
+
 def test_inspection_never_executes_pass_code(pass_dir: Callable[..., Path], tmp_path: Path) -> None:
     marker = tmp_path / "executed"
     source, _, _ = render(f"open({str(marker)!r}, 'w').write('x')")

@@ -79,7 +79,9 @@ def scan_pass_dir(
     """
     findings: list[Finding] = []
     sources = _read_sources(pass_dir, findings)
-    findings += inspect_sources(sources, pass_names)
+    # A pass file that could not be read has its finding already; it is not also missing.
+    unreadable = {f.file for f in findings}
+    findings += inspect_sources(sources, [n for n in pass_names if f"{n}.py" not in unreadable])
     return sorted(findings, key=lambda f: (f.file, f.line, f.col)), sources
 
 
