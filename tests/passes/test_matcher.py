@@ -213,12 +213,12 @@ def test_explain_reports_the_first_literal_difference_with_locations() -> None:
     matcher = Matcher(_pattern(shifted))
     assert matcher.find(gm.graph) == []
     why = matcher.explain(gm.graph)
-    # layer_norm, add and the view after the roll agree, literals included; the roll
-    # differs in its own literal, so its input (the first view) is never reached
-    assert (why.matched, why.total) == (3, 5)
+    # the walk goes on past the roll's literal: the four other operations agree,
+    # literals included, and the roll's shift is the one difference
+    assert (why.matched, why.total) == (4, 5)
     assert why.reason == "keyword shifts[0]: the pattern has 3, the graph has 1"
     lines = why.lines()
-    assert lines[0] == "best partial match: 3 of 5 pattern operations"
+    assert lines[0] == "best partial match: 4 of 5 pattern operations"
     assert lines[1].startswith("  pattern: roll = torch.roll(view, shifts=(3, 3), dims=(1, 2))")
     assert lines[1].endswith(f"({_HERE.name}:{shifted.__code__.co_firstlineno + 2})")
     assert "shifts=(1, 1)" in lines[2] and lines[2].endswith("(model.py:810)")
@@ -272,3 +272,17 @@ def test_explain_reports_a_different_operation_and_keyword_names() -> None:
         why.reason
         == "torch.clamp: keyword arguments differ: the pattern passes ['max'], the graph passes ['min']"
     )
+
+
+def _add_ln_eps(in_0, in_1, in_2, in_3):
+    return torch.nn.functional.layer_norm(in_0 + in_1, (128,), in_2, in_3, 1e-05)
+
+
+def test_explain_walks_past_a_differing_literal_to_where_the_pattern_is() -> None:
+    # Every add + LayerNorm of bert-tiny has eps 1e-12. A walk that stopped at the first
+    # differing literal covered nothing from the layer_norm and lost to one-operation walks
+    # from unrelated adds; the structure reached decides now.
+    why = Matcher(_pattern(_add_ln_eps)).explain(_sample_graph(BERT).graph)
+    assert why.reason == "keyword eps: the pattern has 1e-05, the graph has 1e-12"
+    assert why.graph_node is not None and why.graph_node.name.startswith("layer_norm")
+    assert (why.matched, why.total) == (1, 2)

@@ -77,8 +77,9 @@ class _PassCompiler(Compiler):
             raise CompileError(
                 f"cannot trace the graph with torch.fx: {type(exc).__name__}: {exc}"
             ) from exc
-        result = manager.apply(gm)
-        self._report = result.report
+        # the report is filled as passes load, match and replace: a failure part-way
+        # keeps what was done before it
+        result = manager.apply(gm, report=self._report)
         result.raise_if_unmatched()
         compiled: Callable[..., Any] = result.graph_module
         if self.inductor:

@@ -32,6 +32,7 @@ from torch.fx.node import _get_qualified_name
 from passnet.sample._trace import SampleTracer, trace_module
 
 __all__ = [
+    "GraphTracer",
     "LocatingTracer",
     "describe_op",
     "format_node",
@@ -85,10 +86,10 @@ class LocatingTracer(torch.fx.Tracer):
         return node
 
 
-class _GraphTracer(LocatingTracer, SampleTracer):
+class GraphTracer(LocatingTracer, SampleTracer):
     """:class:`SampleTracer` (checks and constant factories kept as nodes) that records locations."""
 
-    def __init__(self, record_locations: bool) -> None:
+    def __init__(self, record_locations: bool = True) -> None:
         super().__init__()
         self.record_locations = record_locations
 
@@ -101,7 +102,7 @@ def trace_graph(module: torch.nn.Module, *, record_locations: bool = True) -> to
     """
     # Always a fresh trace, also of an fx.GraphModule: rewriting must never touch
     # the module the harness runs eagerly.
-    return trace_module(module, _GraphTracer(record_locations))
+    return trace_module(module, GraphTracer(record_locations))
 
 
 def node_location(node: torch.fx.Node) -> str | None:

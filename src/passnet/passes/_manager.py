@@ -22,6 +22,7 @@ and, when nothing matched, ``Pass testing early exits on pass mismatch.``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -96,6 +97,16 @@ class RewriteResult:
     report: PassReport
     sites: list[ReplacementSite] = field(default_factory=list)
     pass_dir: Path | None = None
+    moved: dict[torch.fx.Node, torch.fx.Node] = field(default_factory=dict)
+    """Graph value → the node that stands for it since a replacement took it over."""
+
+    def follow(self, replaced: dict[torch.fx.Node, torch.fx.Node]) -> None:
+        """Record a replacement's taken-over values; earlier sites' inputs follow them."""
+        self.moved.update(replaced)
+        self.sites = [
+            dataclasses.replace(site, bindings=tuple(_follow(b, self.moved) for b in site.bindings))
+            for site in self.sites
+        ]
 
     def raise_if_unmatched(self) -> None:
         """:class:`~passnet.errors.PassMismatch` when no pass of the pass directory matched."""
@@ -208,9 +219,14 @@ class PassManager:
         _log.info("%s", line)
         report.diagnostics.append(line)
 
-    def apply(self, gm: torch.fx.GraphModule) -> RewriteResult:
-        """Rewrite ``gm`` in place with every pass and return the result (matched or not)."""
-        report = PassReport(loaded=[r.name for r in self.rules])
+    def apply(self, gm: torch.fx.GraphModule, report: PassReport | None = None) -> RewriteResult:
+        """Rewrite ``gm`` in place with every pass and return the result (matched or not).
+
+        ``report``, when given, is filled as the passes are applied, so that it tells
+        what was loaded and replaced even when a pass fails part-way.
+        """
+        report = report if report is not None else PassReport()
+        report.loaded = [r.name for r in self.rules]
         result = RewriteResult(gm, report, pass_dir=self.pass_dir)
         if self.const_rules:
             self._emit(
@@ -223,7 +239,7 @@ class PassManager:
             report.replacements[f"const:{rule.name}"] = self._apply_rule(rule, gm, result)
         for rule in self.rules:
             report.replacements[rule.name] = self._apply_rule(rule, gm, result)
-        report.matched = any(report.replacements.get(r.name, 0) > 0 for r in self.rules)
+            report.matched = report.matched or report.replacements[rule.name] > 0
         self._emit(report, f"Has Any pass matched? [{report.matched}]")
         if not report.matched:
             self._emit(report, "Pass testing early exits on pass mismatch.")
@@ -240,19 +256,44 @@ class PassManager:
                 self._emit(result.report, f"{_PREFIX}   {line}")
             return 0
         target = self.target(rule)
-        # A later match may take an earlier match's result as input: follow the replacement.
-        moved: dict[torch.fx.Node, torch.fx.Node] = {}
+        applied = 0
         for match in matches:
-            bindings = tuple(
-                moved.get(b, b) if isinstance(b, torch.fx.Node) else b for b in match.bindings
-            )
+            # Matches were found on the graph before this pass replaced anything. An
+            # earlier replacement may have become this match's input (follow it: plain and
+            # listed inputs alike), or, together with this match, a cycle: then this one
+            # is left as it is.
+            bindings = tuple(_follow(b, result.moved) for b in match.bindings)
+            if Matcher.creates_cycle(gm.graph, match):
+                self._emit(
+                    result.report,
+                    f"{_PREFIX}   {rule.name}: a match at {_names(match)} is left as it is: "
+                    "with the replacements before it, replacing it would create a cycle",
+                )
+                continue
             args = rule.arg_spec.apply(bindings)
             call, replaced = replace_match(
                 gm.graph, match, target, args, rule.pattern.num_outputs, rule.pattern.multi_output
             )
-            moved.update(replaced)
+            result.follow(replaced)
             result.sites.append(ReplacementSite(rule, call, bindings))
-        self._emit(
-            result.report, f"{_PREFIX} Applied {len(matches)} replacements with {rule.name}."
-        )
-        return len(matches)
+            applied += 1
+        if not applied:
+            self._emit(result.report, f"{_PREFIX} Pass {rule.name} failed to match.")
+            return 0
+        self._emit(result.report, f"{_PREFIX} Applied {applied} replacements with {rule.name}.")
+        return applied
+
+
+def _follow(value: Any, moved: dict[torch.fx.Node, torch.fx.Node]) -> Any:
+    """``value`` with every graph node that a replacement took over replaced by its successor."""
+    if isinstance(value, torch.fx.Node):
+        while value in moved:
+            value = moved[value]
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_follow(v, moved) for v in value)
+    return value
+
+
+def _names(match: Any) -> str:
+    return ", ".join(sorted(n.name for n in match.graph_nodes))

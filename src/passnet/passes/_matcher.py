@@ -28,7 +28,9 @@ used outside the match).
 
 from __future__ import annotations
 
+import inspect
 import math
+import operator
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,13 +72,17 @@ class Mismatch:
     partial: dict[Node, Node] = field(default_factory=dict)
     absent: list[str] = field(default_factory=list)
     """Operations of the pattern that the graph never calls (the pattern cannot match then)."""
+    refused: bool = False
+    """The pattern matched completely, but replacing that match is not allowed (``reason``)."""
 
     def lines(self) -> list[str]:
         """Human-readable diagnostic lines."""
         out = []
         if self.absent:
             out.append(f"the graph never calls {', '.join(self.absent)}")
-        if self.partial:
+        if self.refused:
+            out.append(f"a complete match of {self.total} pattern operations, refused")
+        elif self.partial:
             out.append(f"best partial match: {self.matched} of {self.total} pattern operations")
         else:
             out.append(f"no partial match: 0 of {self.total} pattern operations")
@@ -110,17 +116,21 @@ def _show(value: Any) -> str:
 
 
 class _State:
-    __slots__ = ("failure", "p2g", "used")
+    __slots__ = ("differ", "failure", "lenient", "p2g", "used")
 
-    def __init__(self) -> None:
+    def __init__(self, lenient: bool = False) -> None:
         self.p2g: dict[Node, Any] = {}
         self.used: dict[Node, Node] = {}
         self.failure: tuple[Node | None, Node | None, str] | None = None
+        self.lenient = lenient
+        """Explaining only: a literal that differs is noted (``differ``), not a stop."""
+        self.differ: set[Node] = set()
 
     def copy(self) -> _State:
-        new = _State()
+        new = _State(self.lenient)
         new.p2g = dict(self.p2g)
         new.used = dict(self.used)
+        new.differ = set(self.differ)
         return new
 
     def fail(self, pn: Node | None, gn: Node | None, reason: str) -> bool:
@@ -220,6 +230,17 @@ class Matcher:
                             f"here the graph has {ga!r}",
                         )
                     return True
+                for node in _nodes_in(ga):
+                    # a list of graph values (torch.cat's tensors): each node in it stands
+                    # for this input, and for nothing else of the pattern
+                    if node in st.used:
+                        return st.fail(
+                            pn,
+                            gn,
+                            f"{where}: pattern input {pa.name} would include {node.name}, which "
+                            f"already stands for pattern value {st.used[node].name}",
+                        )
+                    st.used[node] = pa
                 st.p2g[pa] = ga
                 return True
             return st.fail(
@@ -233,9 +254,11 @@ class Matcher:
             )
         if isinstance(pa, (list, tuple)) and isinstance(ga, (list, tuple)):
             if len(pa) != len(ga):
-                return st.fail(
-                    pn, gn, f"{where}: the pattern has {len(pa)} elements, the graph {len(ga)}"
-                )
+                st.fail(pn, gn, f"{where}: the pattern has {len(pa)} elements, the graph {len(ga)}")
+                if st.lenient and not _has_node(pa) and not _has_node(ga):
+                    st.differ.add(pn)
+                    return True
+                return False
             return all(
                 self._match_arg(a, b, st, pn, gn, f"{where}[{j}]")
                 for j, (a, b) in enumerate(zip(pa, ga))
@@ -254,7 +277,11 @@ class Matcher:
                 )
             return all(self._match_arg(pa[k], ga[k], st, pn, gn, f"{where}[{k!r}]") for k in pa)
         if not _literal_equal(pa, ga):
-            return st.fail(pn, gn, f"{where}: the pattern has {pa!r}, the graph has {ga!r}")
+            st.fail(pn, gn, f"{where}: the pattern has {pa!r}, the graph has {ga!r}")
+            if st.lenient:  # explaining: note the difference, keep walking the structure
+                st.differ.add(pn)
+                return True
+            return False
         return True
 
     # -- whole matches -------------------------------------------------------
@@ -273,6 +300,12 @@ class Matcher:
                         f"match by {user.name} ({describe_op(user)}); only the pattern's returned values may be",
                     )
         return None
+
+    @staticmethod
+    def creates_cycle(graph: torch.fx.Graph, match: Match) -> bool:
+        """Whether replacing ``match`` in ``graph`` as it is now would create a cycle."""
+        position = {n: i for i, n in enumerate(graph.nodes)}
+        return Matcher._creates_cycle(match.graph_nodes, position)
 
     @staticmethod
     def _creates_cycle(nodes: set[Node], position: dict[Node, int]) -> bool:
@@ -318,9 +351,14 @@ class Matcher:
         return results
 
     def find(self, graph: torch.fx.Graph) -> list[Match]:
-        """Every non-overlapping occurrence of the pattern, in graph order."""
+        """Every non-overlapping occurrence of the pattern, in graph order.
+
+        Each is replaceable by itself; replacing one can make a later one create a
+        cycle (see :func:`creates_cycle`, which the pass manager checks again).
+        """
         index = _index(graph)
-        position = {n: i for i, n in enumerate(graph.nodes)}
+        order = list(graph.nodes)
+        position = {n: i for i, n in enumerate(order)}
         taken: set[Node] = set()
         matches = []
         for st in self._assignments(graph, index):
@@ -329,6 +367,8 @@ class Matcher:
             match = self._complete(st)
             nodes = match.graph_nodes
             if nodes & taken or self._creates_cycle(nodes, position):
+                continue
+            if _mutation_problem(match, order, position) is not None:
                 continue
             taken |= nodes
             matches.append(match)
@@ -344,17 +384,19 @@ class Matcher:
 
     def _explain(self, graph: torch.fx.Graph) -> Mismatch:
         index = _index(graph)
-        position = {n: i for i, n in enumerate(graph.nodes)}
+        order = list(graph.nodes)
+        position = {n: i for i, n in enumerate(order)}
         total = len(self._compute)
         # Complete matches that were filtered out explain themselves best.
         for st in self._assignments(graph, index):
+            full = {p: st.p2g[p] for p in self._compute}
             problem = self._containment_problem(st)
             if problem is not None:
                 pn, gn, reason = problem
-                return Mismatch(total, total, reason, pn, gn, {p: st.p2g[p] for p in self._compute})
-            nodes = {st.p2g[p] for p in self._compute}
+                return Mismatch(total, total, reason, pn, gn, full, refused=True)
+            nodes = set(full.values())
+            anchor = self.pattern.anchors[0]
             if self._creates_cycle(nodes, position):
-                anchor = self.pattern.anchors[0]
                 return Mismatch(
                     total,
                     total,
@@ -362,18 +404,27 @@ class Matcher:
                     "the match feeds back into it",
                     anchor,
                     st.p2g[anchor],
-                    dict(st.p2g),
+                    full,
+                    refused=True,
                 )
-        best: tuple[tuple[int, int, int, int, int], _State, Node, Node] | None = None
+            mutation = _mutation_problem(self._complete(st), order, position)
+            if mutation is not None:
+                node, reason = mutation
+                return Mismatch(total, total, reason, anchor, node, full, refused=True)
+        best: tuple[tuple[int, ...], _State, Node, Node] | None = None
         for pn in reversed(self._compute):
             for gn in index.get(_key(pn), []):
-                st = _State()
+                st = _State(lenient=True)
                 self._match_node(pn, gn, st)
-                # Deepest walk first; then one that failed at an operation the graph does
-                # call there (a literal differs: closer than another operation), one that
-                # starts at an output, one that met no difference (it shows where the
-                # graph leaves the pattern).
+                # The walk goes on past literals that differ (eps, shifts): the structure
+                # it covers says where the pattern is, the first difference says why it
+                # does not match there. Deepest structure first; then the most operations
+                # that agree literals included; then one that failed at an operation the
+                # graph does call there (a literal differs: closer than another operation),
+                # one that starts at an output, one that met no difference (it shows where
+                # the graph leaves the pattern).
                 score = (
+                    len(_reached(st)),
                     len(_agreeing(st)),
                     int(_same_operation_failed(st)),
                     int(pn in self.pattern.anchors),
@@ -387,8 +438,9 @@ class Matcher:
             return Mismatch(
                 0, total, f"the graph calls none of the pattern's operations ({', '.join(ops)})"
             )
-        (count, *_), st, start_pn, start_gn = best
+        _, st, start_pn, start_gn = best
         partial = _agreeing(st)
+        count = len(partial)
         if st.failure is not None:
             pn, gn, reason = st.failure
             # an input bound twice inconsistently fails at a placeholder: the operation
@@ -402,6 +454,7 @@ class Matcher:
             for user in start_gn.users:
                 if _key(user) == _key(want):
                     trial = st.copy()
+                    trial.lenient = False
                     if not self._match_node(want, user, trial) and trial.failure is not None:
                         pn, gn, reason = trial.failure
                         return Mismatch(count, total, reason, pn, gn, partial)
@@ -423,11 +476,132 @@ class Matcher:
         )
 
 
-def _agreeing(st: _State) -> dict[Node, Node]:
-    """Pattern operations that correspond to their graph node, literals included (all but
-    the one that failed)."""
+def _reached(st: _State) -> dict[Node, Node]:
+    """Pattern operations the walk reached with the graph's structure (op, target and
+    arguments agree, literals aside)."""
     failing = st.failure[0] if st.failure is not None else None
-    return {p: g for p, g in st.p2g.items() if p.op != "placeholder" and p is not failing}
+    return {
+        p: g
+        for p, g in st.p2g.items()
+        if p.op != "placeholder" and (p is not failing or p in st.differ)
+    }
+
+
+def _agreeing(st: _State) -> dict[Node, Node]:
+    """Pattern operations that correspond to their graph node, literals included."""
+    return {p: g for p, g in _reached(st).items() if p not in st.differ}
+
+
+_VIEWS = frozenset(
+    (
+        "view", "reshape", "view_as", "reshape_as", "transpose", "permute", "t", "T", "mT",
+        "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "narrow",
+        "select", "split", "chunk", "unbind", "as_strided", "contiguous", "detach", "movedim",
+        "swapaxes", "swapdims", "diagonal", "unfold", "real", "imag", "getitem", "__getitem__",
+        "split_with_sizes", "tensor_split", "alias",
+    )
+)  # fmt: skip
+_INPLACE_OPERATORS = frozenset(
+    (
+        operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+        operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior,
+        operator.ixor, operator.ilshift, operator.irshift, operator.setitem,
+    )
+)  # fmt: skip
+
+
+def _op_name(node: Node) -> str:
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return str(name).split(".")[0]
+
+
+def _positional_inplace(node: Node) -> bool:
+    """``F.relu(x, True)``: a torch.nn.functional call whose ``inplace`` is given by position."""
+    target = node.target
+    if node.op != "call_function" or getattr(target, "__module__", "") != "torch.nn.functional":
+        return False
+    try:
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return False
+    if "inplace" not in names:
+        return False
+    at = names.index("inplace")
+    return at < len(node.args) and node.args[at] is True
+
+
+def _mutated(node: Node) -> Any:
+    """The graph value ``node`` may change in place (``x.add_(y)``, ``x += y``,
+    ``F.relu(x, inplace=True)``, ``x[i] = v``, ``out=x``), else None."""
+    if node.op not in ("call_function", "call_method"):
+        return None
+    if isinstance(node.kwargs.get("out"), Node):
+        return node.kwargs["out"]
+    name = _op_name(node)
+    inplace = (
+        node.kwargs.get("inplace") is True
+        or node.target in _INPLACE_OPERATORS
+        or (
+            name.endswith("_")
+            and not name.startswith("_")
+            and getattr(node.target, "__module__", None) not in ("operator", "_operator")
+        )
+        or name in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__")
+        or _positional_inplace(node)
+    )
+    return node.args[0] if inplace and node.args else None
+
+
+def _base(value: Any) -> Any:
+    """The value ``value`` is a view of (through view-like calls), or ``value`` itself."""
+    while (
+        isinstance(value, Node)
+        and value.op in ("call_function", "call_method")
+        and _op_name(value) in _VIEWS
+        and value.args
+        and isinstance(value.args[0], Node)
+    ):
+        value = value.args[0]
+    return value
+
+
+def _nodes_in(value: Any) -> list[Node]:
+    if isinstance(value, Node):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _nodes_in(v)]
+    return []
+
+
+def _mutation_problem(
+    match: Match, order: list[Node], position: dict[Node, int]
+) -> tuple[Node, str] | None:
+    """A graph operation between the match's first and last node that changes, in place, a
+    value the match reads (an input, a view of one, one of its own values) or that uses the
+    match's values: replacing the match by one call at its end would read the value after
+    the change, or move the change. None when there is none."""
+    nodes = match.graph_nodes
+    first = min(position[n] for n in nodes)
+    last = max(position[n] for n in nodes)
+    read = {_base(n) for n in [*_nodes_in(match.bindings), *nodes]}
+    downstream = set(nodes)
+    for node in order[first + 1 : last]:
+        if node in nodes:
+            continue
+        uses_match = any(a in downstream for a in node.all_input_nodes)
+        if uses_match:
+            downstream.add(node)
+        target = _mutated(node)
+        if target is None:
+            continue
+        if _base(target) in read or uses_match:
+            return node, (
+                f"{node.name} ({describe_op(node)}) changes {_show(target)} in place between "
+                "the match's operations; the replacement, called where the match ends, would "
+                "see the changed value"
+            )
+    return None
 
 
 def _same_operation_failed(st: _State) -> bool:

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from passnet.errors import PassLoadError
-from passnet.passes._graph import LocatingTracer, format_node, node_location
+from passnet.passes._graph import GraphTracer, format_node, node_location
 
 __all__ = ["ArgSpec", "Literal", "Pattern", "derive_arg_spec", "trace_pattern"]
 
@@ -76,7 +76,9 @@ def trace_pattern(fn: Callable[..., Any], *, pass_name: str, file: Path) -> Patt
     where = {"pass_name": pass_name, "file": file.name}
     first_line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
     try:
-        tracer = LocatingTracer()
+        # the sample graph's tracer: constant factories (torch.tensor(1.0), torch.arange(n))
+        # stay calls in both, so a pattern can spell them as model.py does
+        tracer = GraphTracer()
         graph = tracer.trace(fn)
         gm = torch.fx.GraphModule(tracer.root, graph, f"{pass_name}_pattern")
     except Exception as exc:  # noqa: BLE001 - any tracing failure is the pattern's fault

@@ -101,7 +101,11 @@ class SampleTracer(torch.fx.Tracer):
 
     @contextlib.contextmanager
     def _torch_view(self, root: Any) -> Iterator[None]:
-        namespace = getattr(getattr(type(root), "forward", None), "__globals__", None)
+        # a module's forward, or a plain function (a pass's pattern)
+        code = (
+            root if isinstance(root, types.FunctionType) else getattr(type(root), "forward", None)
+        )
+        namespace = getattr(code, "__globals__", None)
         if (
             not isinstance(namespace, dict)
             or namespace.get("torch") is not torch
