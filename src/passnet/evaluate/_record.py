@@ -289,9 +289,21 @@ def read_records(path: str | Path) -> list[EvalRecord]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputFormatError(f"cannot read records: {exc.strerror}", file=path) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        if b"\n" in data[exc.start :] or data.endswith(b"\n"):  # not only a torn tail
+            raise InputFormatError(
+                f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a records file, "
+                "or a damaged one",
+                file=path,
+                line=line,
+            ) from exc
+        text = data[: data.rfind(b"\n") + 1].decode("utf-8") + "\ufffd"  # a torn last line
     lines = text.splitlines()
     torn_tail = bool(text) and not text.endswith("\n")
     by_key: dict[tuple[str, ...], EvalRecord] = {}

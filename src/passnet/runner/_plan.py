@@ -39,20 +39,26 @@ def plan_items(paths: list[str | Path]) -> list[WorkItem]:
 
 def _unique_labels(items: list[WorkItem]) -> list[WorkItem]:
     """Distinct samples that got the same label (``a/good`` and ``b/good`` given as PATHs)
-    get longer labels, from more of their path, until no two are alike: records, the
-    resume key and scores tell graphs apart by label."""
-    by_label: dict[str, list[int]] = {}
-    for i, item in enumerate(items):
-        by_label.setdefault(item.label, []).append(i)
-    out = list(items)
-    for clash in (idx for idx in by_label.values() if len(idx) > 1):
-        paths = [items[i].path.resolve() for i in clash]
-        depth = len(Path(items[clash[0]].label).parts)
-        while True:
-            depth += 1
-            labels = [Path(*p.parts[-depth:]).as_posix() for p in paths]
-            if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
-                break
-        for i, label in zip(clash, labels):
-            out[i] = WorkItem(items[i].path, label)
-    return out
+    get longer labels, from more of their path, until no two labels are alike: records, the
+    resume key and scores tell graphs apart by label. A lengthened label is checked
+    against all the others again (``a/good`` lengthened can meet ``c``'s ``a/good``)."""
+    labels = [item.label for item in items]
+    paths = [item.path.resolve() for item in items]
+    depth = [len(Path(label).parts) for label in labels]
+    while True:
+        by_label: dict[str, list[int]] = {}
+        for i, label in enumerate(labels):
+            by_label.setdefault(label, []).append(i)
+        grow = [
+            i
+            for clash in by_label.values()
+            if len(clash) > 1
+            for i in clash
+            if depth[i] < len(paths[i].parts)
+        ]
+        if not grow:
+            break
+        for i in grow:
+            depth[i] += 1
+            labels[i] = Path(*paths[i].parts[-depth[i] :]).as_posix()
+    return [WorkItem(item.path, label) for item, label in zip(items, labels)]

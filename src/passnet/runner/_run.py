@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,18 @@ def _log_lines(rec: EvalRecord) -> list[str]:
     return render_log(rec)
 
 
+def _open_log(path: Path) -> Any:
+    """``eval.log`` for appending; a line torn by a kill is ended first, so that the next
+    entry starts on a line of its own."""
+    log_file = open(path, "a+b")  # noqa: SIM115 - closed by the caller's with-block
+    if log_file.tell() > 0:
+        log_file.seek(-1, os.SEEK_END)
+        if log_file.read(1) != b"\n":
+            log_file.write(b"\n")
+    log_file.close()
+    return open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+
 def run_evaluations(
     items: list[WorkItem],
     *,
@@ -127,90 +140,102 @@ def run_evaluations(
     console = console or Console(stderr=True)
     check_device(compiler, device)
     store = ResultStore(out_dir)
-    cfg_hash = config_hash({"compiler": compiler, **compiler_config})
-    todo: list[WorkItem] = []
-    done: list[EvalRecord] = []
-    wanted = settings.to_dict()
-    for item in items:
-        found = store.get(_key(item, compiler, cfg_hash, device))
-        if found is None:
-            todo.append(item)
-            continue
-        if found.sample_digest and found.sample_digest != sample_digest(item.path):
-            log.info("%s changed since it was evaluated: evaluating it again", item.label)
-            todo.append(item)
-            continue
-        done.append(found)
-    # Resumed or new, evaluations must be measured as the folder's others of this compiler
-    # were, or scores would mix measurements.
-    for rec in store.records():
-        if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
-            continue
-        differences = _settings_differences(rec.settings, wanted)
-        if differences:
-            store.close()
-            raise StoreError(
-                f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "
-                "resuming or adding to these records would mix measurements: use the same "
-                "settings, or another --out",
-                path=store.jsonl,
+    try:
+        cfg_hash = config_hash({"compiler": compiler, **compiler_config})
+        todo: list[WorkItem] = []
+        done: list[EvalRecord] = []
+        wanted = settings.to_dict()
+        for item in items:
+            found = store.get(_key(item, compiler, cfg_hash, device))
+            if found is None:
+                todo.append(item)
+                continue
+            if found.sample_digest and found.sample_digest != sample_digest(item.path):
+                log.info("%s changed since it was evaluated: evaluating it again", item.label)
+                todo.append(item)
+                continue
+            done.append(found)
+        # Resumed or new, evaluations must be measured as the folder's others of this compiler
+        # were, or scores would mix measurements.
+        for rec in store.records():
+            if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
+                continue
+            differences = _settings_differences(rec.settings, wanted)
+            if differences:
+                raise StoreError(
+                    f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "
+                    "resuming or adding to these records would mix measurements: use the same "
+                    "settings, or another --out",
+                    path=store.jsonl,
+                )
+        if done:
+            console.print(
+                f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}"
             )
-    if done:
-        console.print(f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}")
-    devices = worker_devices(device, max(1, jobs))
-    if todo and device.startswith("cuda"):
-        problem = probe_device(devices[0])
-        if problem is not None:
-            store.close()
-            raise DeviceUnavailable(
-                f"an evaluation child cannot use {devices[0]}: {problem}; nothing was evaluated",
-                device=device,
-            )
-    new: list[EvalRecord] = []
-    log_path = store.dir / EVAL_LOG
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=console,
-        transient=False,
-    )
-
-    def work(index: int, item: WorkItem) -> EvalRecord:
-        dev = devices[index % len(devices)]
-        rec = evaluate_sample(
-            item.path, compiler, compiler_config, dev, settings, graph_label=item.label
+        devices = worker_devices(device, max(1, jobs))
+        if todo and device.startswith("cuda"):
+            problem = probe_device(devices[0])
+            if problem is not None:
+                raise DeviceUnavailable(
+                    f"an evaluation child cannot use {devices[0]}: {problem}; nothing was evaluated",
+                    device=device,
+                )
+        new: list[EvalRecord] = []
+        log_path = store.dir / EVAL_LOG
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=console,
+            transient=False,
         )
-        rec.device = device  # the resume key names the device kind the user asked for
-        return rec
 
-    with progress, open(log_path, "a") as log_file:
-        task = progress.add_task(f"{compiler} on {device}", total=len(todo), last="")
-        with cf.ThreadPoolExecutor(max_workers=len(devices)) as pool:
-            futures = {pool.submit(work, i, item): item for i, item in enumerate(todo)}
-            try:
-                for fut in cf.as_completed(futures):
-                    rec = fut.result()
-                    store.add(rec)
-                    new.append(rec)
-                    lines = _log_lines(rec)
-                    log_file.write("\n".join(lines) + "\n")
-                    log_file.flush()
-                    if echo_logs:
-                        for line in lines:
-                            # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
-                            progress.console.print(
-                                line, markup=False, highlight=False, soft_wrap=True
-                            )
-                    progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
-            except KeyboardInterrupt:
-                for f in futures:
-                    f.cancel()
-                console.print("[yellow]interrupted: finished results are saved; rerun to resume")
-                raise
-    store.close()
-    by_label = {r.graph: r for r in [*done, *new]}
-    ordered = [by_label[i.label] for i in items if i.label in by_label]
-    return RunSummary(ordered, evaluated=len(new), resumed=len(done), out_dir=store.dir)
+        def work(index: int, item: WorkItem) -> EvalRecord:
+            dev = devices[index % len(devices)]
+            rec = evaluate_sample(
+                item.path, compiler, compiler_config, dev, settings, graph_label=item.label
+            )
+            rec.device = device  # the resume key names the device kind the user asked for
+            return rec
+
+        try:
+            log_file = _open_log(log_path)
+        except OSError as exc:
+            raise StoreError(f"cannot write the log: {exc.strerror}", path=log_path) from exc
+        with progress, log_file:
+            task = progress.add_task(f"{compiler} on {device}", total=len(todo), last="")
+            with cf.ThreadPoolExecutor(max_workers=len(devices)) as pool:
+                futures = {pool.submit(work, i, item): item for i, item in enumerate(todo)}
+                try:
+                    for fut in cf.as_completed(futures):
+                        rec = fut.result()
+                        lines = _log_lines(rec)
+                        # the log first: a kill between the two leaves a logged evaluation
+                        # that the rerun evaluates and logs again (the later entry counts),
+                        # never a stored record missing from the log
+                        log_file.write("\n".join(lines) + "\n")
+                        log_file.flush()
+                        os.fsync(log_file.fileno())
+                        store.add(rec)
+                        new.append(rec)
+                        if echo_logs:
+                            for line in lines:
+                                # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
+                                progress.console.print(
+                                    line, markup=False, highlight=False, soft_wrap=True
+                                )
+                        progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
+                except KeyboardInterrupt:
+                    for f in futures:
+                        f.cancel()
+                    console.print(
+                        "[yellow]interrupted: finished results are saved; rerun to resume"
+                    )
+                    raise
+        by_label = {r.graph: r for r in [*done, *new]}
+        ordered = [by_label[i.label] for i in items if i.label in by_label]
+        return RunSummary(ordered, evaluated=len(new), resumed=len(done), out_dir=store.dir)
+    finally:
+        store.close()  # releases the folder's lock, also on errors and Ctrl-C

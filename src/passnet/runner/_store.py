@@ -2,8 +2,11 @@
 
 Each record is appended as one line with a single ``write`` and ``fsync``-ed
 before the next evaluation starts, so a run killed with SIGKILL loses no finished
-record; a torn last line (killed mid-write) is dropped on open. SQLite is rebuilt
-from the JSON Lines whenever the two disagree.
+record; a torn last line (killed mid-write) is dropped on open. SQLite is a mirror:
+it remembers the size of the JSON Lines it mirrors, and is rebuilt from them on open
+whenever they differ (a kill between the two writes, a line appended by hand, a
+mirror that could not be written because a reader held it). One run at a time may
+write a folder: the store holds an exclusive lock on ``.passnet.lock`` while open.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ import logging
 import os
 import sqlite3
 import threading
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +33,21 @@ log = logging.getLogger(__name__)
 
 JSONL = "results.jsonl"
 SQLITE = "results.sqlite"
+LOCK = ".passnet.lock"
+_BUSY_TIMEOUT_S = 30.0
+"""How long a write to the SQLite mirror waits for a reader that holds it."""
+_COLUMNS = [
+    "graph",
+    "graph_hash",
+    "compiler",
+    "config_hash",
+    "device",
+    "status",
+    "speedup_e2e",
+    "speedup_device",
+    "finished_at",
+    "record",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -40,6 +63,7 @@ CREATE TABLE IF NOT EXISTS records (
     record TEXT NOT NULL,
     PRIMARY KEY (graph, graph_hash, compiler, config_hash, device)
 );
+CREATE TABLE IF NOT EXISTS mirror (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
 
@@ -54,13 +78,55 @@ class ResultStore:
             raise StoreError(f"cannot create output folder: {exc.strerror}", path=self.dir) from exc
         self.jsonl = self.dir / JSONL
         self._lock = threading.Lock()
+        self._lock_fd = self._take_folder()
         self._records: dict[tuple[str, ...], EvalRecord] = {}
-        if self.jsonl.exists():
-            self._repair_tail()
-            for rec in read_records(self.jsonl):
-                self._records[rec.key] = rec
-        self._slots = {rec.slot: key for key, rec in self._records.items()}
-        self._db = self._open_db()
+        try:
+            if self.jsonl.exists() or self.jsonl.is_symlink():
+                if not self.jsonl.is_file():
+                    raise StoreError("the results file is not a regular file", path=self.jsonl)
+                self._repair_tail()
+                for rec in read_records(self.jsonl):
+                    self._records[rec.key] = rec
+            self._slots = {rec.slot: key for key, rec in self._records.items()}
+            self._db = self._open_db()
+        except OSError as exc:
+            self._release()
+            raise StoreError(
+                f"cannot use the results file: {exc.strerror}", path=self.jsonl
+            ) from exc
+        except BaseException:
+            self._release()
+            raise
+
+    def _take_folder(self) -> int | None:
+        """Open and lock ``.passnet.lock``: a second run into the same folder is refused."""
+        path = self.dir / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write to the output folder: {exc.strerror}", path=self.dir
+            ) from exc
+        if fcntl is None:
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StoreError(
+                f"another passnet run (pid {owner}) is writing to this folder; wait for it "
+                "to finish, or use another --out",
+                path=self.dir,
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the lock
+            self._lock_fd = None
 
     def _repair_tail(self) -> None:
         data = self.jsonl.read_bytes()
@@ -78,19 +144,33 @@ class ResultStore:
                 with open(self.jsonl, "ab") as f:
                     f.write(b"\n")
 
+    def _jsonl_size(self) -> int:
+        return self.jsonl.stat().st_size if self.jsonl.exists() else 0
+
     def _open_db(self) -> sqlite3.Connection:
+        path = self.dir / SQLITE
         try:
-            db = sqlite3.connect(self.dir / SQLITE, check_same_thread=False)
+            db = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
             db.executescript(_SCHEMA)
+            columns = [row[1] for row in db.execute("PRAGMA table_info(records)")]
+            if columns != _COLUMNS:  # not this mirror's table: it is rebuilt
+                log.warning("%s: unexpected records table %s, rebuilt", path, columns)
+                db.executescript("DROP TABLE records;" + _SCHEMA)
             (count,) = db.execute("SELECT COUNT(*) FROM records").fetchone()
+            row = db.execute("SELECT value FROM mirror WHERE key='jsonl_size'").fetchone()
+            if count != len(self._records) or row is None or row[0] != self._jsonl_size():
+                db.execute("DELETE FROM records")
+                for rec in self._records.values():
+                    self._insert(db, rec)
+                self._mark(db)
+                db.commit()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite store: {exc}", path=self.dir / SQLITE) from exc
-        if count != len(self._records):
-            db.execute("DELETE FROM records")
-            for rec in self._records.values():
-                self._insert(db, rec)
-            db.commit()
+            raise StoreError(f"cannot open SQLite store: {exc}", path=path) from exc
         return db
+
+    def _mark(self, db: sqlite3.Connection) -> None:
+        """Record the size of the JSON Lines the mirror now holds (in the caller's transaction)."""
+        db.execute("INSERT OR REPLACE INTO mirror VALUES ('jsonl_size', ?)", (self._jsonl_size(),))
 
     @staticmethod
     def _insert(db: sqlite3.Connection, rec: EvalRecord) -> None:
@@ -125,26 +205,48 @@ class ResultStore:
         """Persist one record durably (JSONL fsync, then SQLite commit)."""
         line = (rec.to_json() + "\n").encode()
         with self._lock:
-            fd = os.open(self.jsonl, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                fd = os.open(self.jsonl, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot append a record: {exc.strerror}", path=self.jsonl
+                ) from exc
             stale = self._slots.pop(rec.slot, None)
             if stale is not None:  # superseded, as read_records reads the file
                 self._records.pop(stale, None)
             self._records[rec.key] = rec
             self._slots[rec.slot] = rec.key
-            self._db.execute(
-                "DELETE FROM records WHERE graph=? AND compiler=? AND config_hash=? AND device=?",
-                rec.slot,
-            )
-            self._insert(self._db, rec)
-            self._db.commit()
+            try:
+                self._db.execute(
+                    "DELETE FROM records WHERE graph=? AND compiler=? AND config_hash=? AND device=?",
+                    rec.slot,
+                )
+                self._insert(self._db, rec)
+                self._mark(self._db)
+                self._db.commit()
+            except sqlite3.Error as exc:
+                # The record is safe in the JSON Lines; the mirror, left behind, is rebuilt
+                # from them when the folder is next opened.
+                self._db.rollback()
+                log.warning(
+                    "%s: the SQLite mirror was not updated (%s); %s holds the record, and "
+                    "the mirror is rebuilt from it on the next run",
+                    self.dir / SQLITE,
+                    exc,
+                    self.jsonl,
+                )
 
     def close(self) -> None:
-        self._db.close()
+        """Close the mirror and release the folder (idempotent)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None  # type: ignore[assignment]
+        self._release()
 
     def dump_json(self) -> str:
         return json.dumps([r.to_dict() for r in self.records()], indent=1)

@@ -38,9 +38,13 @@ def _sympy_only_import(name: str, *args: Any, **kwargs: Any) -> Any:
 def parse_constraints_file(path: Path, sample: Path | None = None) -> Constraints:
     """Evaluate a constraints file in a namespace that only offers sympy."""
     try:
-        source = path.read_text()
+        source = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SampleError(f"cannot read: {exc.strerror}", sample=sample, file=path.name) from exc
+    except UnicodeDecodeError as exc:
+        raise SampleError(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start})", sample=sample, file=path.name
+        ) from exc
     safe_builtins = {"__import__": _sympy_only_import, "int": int, "list": list, "tuple": tuple}
     namespace: dict[str, Any] = {"__builtins__": safe_builtins}
     try:

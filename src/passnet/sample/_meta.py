@@ -92,10 +92,16 @@ def parse_meta_file(path: Path, sample: Path | None = None) -> list[TensorMeta]:
     Missing optional attributes are None. ``name``, ``shape`` and ``dtype`` are required.
     """
     try:
-        source = path.read_text()
+        source = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SampleError(
             f"cannot read metadata: {exc.strerror}", sample=sample, file=path.name
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise SampleError(
+            f"metadata is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            sample=sample,
+            file=path.name,
         ) from exc
     try:
         tree = ast.parse(source, filename=str(path))

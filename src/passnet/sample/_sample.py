@@ -136,7 +136,7 @@ def _read_text(path: Path, sample: Path, required: bool) -> str | None:
             raise SampleError(f"missing file {path.name}", sample=sample, file=path.name)
         return None
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SampleError(f"cannot read {path.name}: {exc}", sample=sample, file=path.name) from exc
 
