@@ -100,14 +100,6 @@ class RewriteResult:
     moved: dict[torch.fx.Node, torch.fx.Node] = field(default_factory=dict)
     """Graph value → the node that stands for it since a replacement took it over."""
 
-    def follow(self, replaced: dict[torch.fx.Node, torch.fx.Node]) -> None:
-        """Record a replacement's taken-over values; earlier sites' inputs follow them."""
-        self.moved.update(replaced)
-        self.sites = [
-            dataclasses.replace(site, bindings=tuple(_follow(b, self.moved) for b in site.bindings))
-            for site in self.sites
-        ]
-
     def raise_if_unmatched(self) -> None:
         """:class:`~passnet.errors.PassMismatch` when no pass of the pass directory matched."""
         if not self.report.matched:
@@ -240,6 +232,12 @@ class PassManager:
         for rule in self.rules:
             report.replacements[rule.name] = self._apply_rule(rule, gm, result)
             report.matched = report.matched or report.replacements[rule.name] > 0
+        # A site's inputs as the graph has them now: a later replacement may have taken
+        # one over (pass_mgr+inductor builds its custom ops from them).
+        result.sites = [
+            dataclasses.replace(site, bindings=_follow(site.bindings, result.moved))
+            for site in result.sites
+        ]
         self._emit(report, f"Has Any pass matched? [{report.matched}]")
         if not report.matched:
             self._emit(report, "Pass testing early exits on pass mismatch.")
@@ -274,7 +272,7 @@ class PassManager:
             call, replaced = replace_match(
                 gm.graph, match, target, args, rule.pattern.num_outputs, rule.pattern.multi_output
             )
-            result.follow(replaced)
+            result.moved.update(replaced)
             result.sites.append(ReplacementSite(rule, call, bindings))
             applied += 1
         if not applied:

@@ -362,17 +362,33 @@ class Matcher:
         taken: set[Node] = set()
         matches = []
         for st in self._assignments(graph, index):
-            if self._containment_problem(st) is not None:
-                continue
             match = self._complete(st)
-            nodes = match.graph_nodes
-            if nodes & taken or self._creates_cycle(nodes, position):
+            if match.graph_nodes & taken or self._refusal(st, match, order, position):
                 continue
-            if _mutation_problem(match, order, position) is not None:
-                continue
-            taken |= nodes
+            taken |= match.graph_nodes
             matches.append(match)
         return matches
+
+    def _refusal(
+        self, st: _State, match: Match, order: list[Node], position: dict[Node, int]
+    ) -> tuple[Node, Node, str] | None:
+        """Why a complete match may not be replaced: (pattern node, graph node, reason) for a
+        value used outside it, a cycle or an in-place change in between; else None."""
+        problem = self._containment_problem(st)
+        if problem is not None:
+            return problem
+        anchor = self.pattern.anchors[0]
+        if self._creates_cycle(match.graph_nodes, position):
+            reason = (
+                "replacing this match would create a cycle: a value computed from the match "
+                "feeds back into it"
+            )
+            return anchor, st.p2g[anchor], reason
+        mutation = _mutation_problem(match, order, position)
+        if mutation is not None:
+            node, reason = mutation
+            return anchor, node, reason
+        return None
 
     def explain(self, graph: torch.fx.Graph) -> Mismatch:
         """The best partial match of the pattern in ``graph`` and the first difference it met."""
@@ -389,28 +405,11 @@ class Matcher:
         total = len(self._compute)
         # Complete matches that were filtered out explain themselves best.
         for st in self._assignments(graph, index):
-            full = {p: st.p2g[p] for p in self._compute}
-            problem = self._containment_problem(st)
-            if problem is not None:
-                pn, gn, reason = problem
-                return Mismatch(total, total, reason, pn, gn, full, refused=True)
-            nodes = set(full.values())
-            anchor = self.pattern.anchors[0]
-            if self._creates_cycle(nodes, position):
-                return Mismatch(
-                    total,
-                    total,
-                    "replacing this match would create a cycle: a value computed from "
-                    "the match feeds back into it",
-                    anchor,
-                    st.p2g[anchor],
-                    full,
-                    refused=True,
-                )
-            mutation = _mutation_problem(self._complete(st), order, position)
-            if mutation is not None:
-                node, reason = mutation
-                return Mismatch(total, total, reason, anchor, node, full, refused=True)
+            match = self._complete(st)
+            refusal = self._refusal(st, match, order, position)
+            if refusal is not None:
+                pn, gn, reason = refusal
+                return Mismatch(total, total, reason, pn, gn, dict(match.nodes), refused=True)
         best: tuple[tuple[int, ...], _State, Node, Node] | None = None
         for pn in reversed(self._compute):
             for gn in index.get(_key(pn), []):

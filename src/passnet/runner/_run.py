@@ -117,6 +117,44 @@ def _open_log(path: Path) -> Any:
     return open(path, "a", encoding="utf-8")  # noqa: SIM115
 
 
+def _pending(
+    store: ResultStore,
+    items: list[WorkItem],
+    compiler: str,
+    compiler_config: dict[str, Any],
+    device: str,
+    settings: EvalSettings,
+) -> tuple[list[WorkItem], list[EvalRecord]]:
+    """(items to evaluate, records to resume); a folder measured with other settings is refused."""
+    cfg_hash = config_hash({"compiler": compiler, **compiler_config})
+    todo: list[WorkItem] = []
+    done: list[EvalRecord] = []
+    for item in items:
+        found = store.get(_key(item, compiler, cfg_hash, device))
+        if found is None:
+            todo.append(item)
+        elif found.sample_digest and found.sample_digest != sample_digest(item.path):
+            log.info("%s changed since it was evaluated: evaluating it again", item.label)
+            todo.append(item)
+        else:
+            done.append(found)
+    # Resumed or new, evaluations must be measured as the folder's others of this compiler
+    # were, or scores would mix measurements.
+    wanted = settings.to_dict()
+    for rec in store.records():
+        if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
+            continue
+        differences = _settings_differences(rec.settings, wanted)
+        if differences:
+            raise StoreError(
+                f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "
+                "resuming or adding to these records would mix measurements: use the same "
+                "settings, or another --out",
+                path=store.jsonl,
+            )
+    return todo, done
+
+
 def run_evaluations(
     items: list[WorkItem],
     *,
@@ -141,33 +179,7 @@ def run_evaluations(
     check_device(compiler, device)
     store = ResultStore(out_dir)
     try:
-        cfg_hash = config_hash({"compiler": compiler, **compiler_config})
-        todo: list[WorkItem] = []
-        done: list[EvalRecord] = []
-        wanted = settings.to_dict()
-        for item in items:
-            found = store.get(_key(item, compiler, cfg_hash, device))
-            if found is None:
-                todo.append(item)
-                continue
-            if found.sample_digest and found.sample_digest != sample_digest(item.path):
-                log.info("%s changed since it was evaluated: evaluating it again", item.label)
-                todo.append(item)
-                continue
-            done.append(found)
-        # Resumed or new, evaluations must be measured as the folder's others of this compiler
-        # were, or scores would mix measurements.
-        for rec in store.records():
-            if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
-                continue
-            differences = _settings_differences(rec.settings, wanted)
-            if differences:
-                raise StoreError(
-                    f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "
-                    "resuming or adding to these records would mix measurements: use the same "
-                    "settings, or another --out",
-                    path=store.jsonl,
-                )
+        todo, done = _pending(store, items, compiler, compiler_config, device, settings)
         if done:
             console.print(
                 f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}"

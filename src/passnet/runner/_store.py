@@ -16,16 +16,16 @@ import logging
 import os
 import sqlite3
 import threading
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: no lock
-    fcntl = None  # type: ignore[assignment]
 from collections.abc import Iterator
 from pathlib import Path
 
 from passnet.errors import InputFormatError, StoreError
 from passnet.evaluate import EvalRecord, read_records, record_from_json
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ResultStore", "read_records"]
 
