@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from passnet.cli import build_parser, main
-from tests.conftest import MLP, SYMINT_HEAD
+from tests.conftest import BERT, MLP, SYMINT_HEAD, faulty
 
 
 def test_eval_writes_records_log_and_score(
@@ -130,6 +130,7 @@ def test_score_parameters_out_of_range_are_errors_not_tracebacks(
         ("--trials", "0", "trials must be an integer >= 1, got 0"),
         ("--warmup", "-1", "warmup must be an integer >= 1, got -1"),
         ("--timeout", "0", "timeout_s must be a positive number of seconds"),
+        ("--config", "warm=false", "compiler 'eager' does not take config key warm; the keys"),
     ],
 )
 def test_mistakes_in_the_command_are_errors_not_records(
@@ -146,6 +147,26 @@ def _eager_run(out: Path, *extra: str) -> int:
         ["eval", str(MLP), "--compiler", "eager", "--warmup", "1", "--trials", "4"]
         + ["--out", str(out), "--quiet", *extra]
     )
+
+
+def test_the_folders_score_covers_its_graphs_of_earlier_commands_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert _eager_run(out) == 0
+    assert json.loads((out / "aggregated_score.json").read_text())["n_graphs"] == 1
+    capsys.readouterr()
+    # another PATH into the same folder: the score is the folder's, not this command's
+    bert = ["eval", str(BERT), "--compiler", "eager", "--warmup", "1", "--trials", "4"]
+    assert main([*bert, "--out", str(out), "--quiet"]) == 0
+    score = json.loads((out / "aggregated_score.json").read_text())
+    assert score["n_graphs"] == 2 and score["counts"]["ok"] == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "the 2 graphs of" in printed and "(1 by earlier commands)" in printed
+    # another compiler's records in the folder are not part of this compiler's score
+    slow = ["eval", str(MLP), "--compiler", faulty("Slow"), "--warmup", "1", "--trials", "4"]
+    assert main([*slow, "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "aggregated_score.json").read_text())["n_graphs"] == 1
 
 
 def test_no_timing_writes_no_score(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

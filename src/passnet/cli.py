@@ -36,6 +36,8 @@ examples:
   passnet eval samples.txt --compiler inductor --device cuda --jobs 8   # one worker per GPU
   passnet eval TASK_DIR --compiler pass_mgr                              # a PassBench task
 Re-running the same command resumes: finished evaluations in --out are skipped.
+--out's aggregated_score.json scores all its graphs evaluated with this compiler,
+configuration and device, those of earlier commands with other PATHs too (a task: its graphs).
 """
 
 SCORE_EXAMPLES = """\
@@ -105,7 +107,16 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             echo_logs=not args.quiet,
         )
         _print_summary(summary.records, console)
-        status |= _write_scores(summary.records, out_dir, score_dir, console)
+        # The score describes the results folder: its records of this compiler, configuration
+        # and device, earlier commands' too. A task's is the task's: its graph list.
+        scored = summary.records if score_dir else summary.folder_records
+        if len(scored) > len(summary.records):
+            console.print(
+                f"score: the {len(scored)} graphs of {out_dir} evaluated with this compiler, "
+                f"configuration and device ({len(scored) - len(summary.records)} by earlier "
+                "commands)"
+            )
+        status |= _write_scores(scored, out_dir, score_dir, console)
         console.print(
             f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
         )

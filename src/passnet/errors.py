@@ -8,18 +8,19 @@ boundary with ``raise ... from exc``, so the original stays attached as ``__caus
 Hierarchy::
 
     PassnetError
-    ├── SampleError            sample_error    a sample cannot be read, built or run eagerly
-    ├── RegistryError                          unknown / malformed registry entry
+    ├── SampleError             sample_error    a sample cannot be read, built or run eagerly
+    ├── RegistryError                           unknown / malformed registry entry
     ├── CompilerError
-    │   ├── CompileError       compile_error   the compiler failed to compile a graph
-    │   └── DeviceUnavailable                  the compiler needs a device this machine lacks
-    ├── PassError                              a pass file is unusable (file, line)
-    │   ├── PassLoadError      pass_rejected   missing functions, syntax errors, bad manifest
-    │   ├── PassRejected       pass_rejected   an integrity rule was violated
-    │   └── PassMismatch       pass_mismatch   no pass matched the graph
-    ├── InputFormatError                       a record / log / list file cannot be parsed
-    ├── StoreError                             the result store is unusable
-    └── DatasetError                           extraction, validation, decomposition, ...
+    │   ├── CompileError        compile_error   the compiler failed to compile a graph
+    │   ├── CompilerConfigError compile_error   config keys the compiler does not take
+    │   └── DeviceUnavailable                   the compiler needs a device this machine lacks
+    ├── PassError                               a pass file is unusable (file, line)
+    │   ├── PassLoadError       pass_rejected   missing functions, syntax errors, bad manifest
+    │   ├── PassRejected        pass_rejected   an integrity rule was violated
+    │   └── PassMismatch        pass_mismatch   no pass matched the graph
+    ├── InputFormatError                        a record / log / list file cannot be parsed
+    ├── StoreError                              the result store is unusable
+    └── DatasetError                            extraction, validation, decomposition, ...
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from passnet.status import Status
 
 __all__ = [
     "CompileError",
+    "CompilerConfigError",
     "CompilerError",
     "DatasetError",
     "DeviceUnavailable",
@@ -79,6 +81,12 @@ class CompilerError(PassnetError):
 
 class CompileError(CompilerError):
     """The compiler under test failed while compiling a graph."""
+
+    status = Status.COMPILE_ERROR
+
+
+class CompilerConfigError(CompilerError):
+    """A compiler was given config keys it does not take. Context key: ``compiler``."""
 
     status = Status.COMPILE_ERROR
 

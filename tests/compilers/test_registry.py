@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from passnet.compilers import COMPILERS, Compiler, create_compiler
-from passnet.errors import RegistryError
+from passnet.errors import CompilerConfigError, RegistryError
 from passnet.registry import Registry
+from passnet.status import Status
 from tests.conftest import FAULTY
 
 
@@ -27,6 +28,21 @@ def test_unknown_name_lists_known_compilers() -> None:
 def test_compiler_keeps_its_config() -> None:
     c = create_compiler("inductor", dynamic=False)
     assert c.describe() == {"name": "inductor", "dynamic": False}
+
+
+def test_a_compiler_that_declares_its_keys_refuses_others_naming_them() -> None:
+    with pytest.raises(CompilerConfigError) as err:
+        create_compiler("eager", warm=False, mode="fast")
+    assert err.value.message == (
+        "compiler 'eager' does not take config keys mode, warm; the keys it takes: none"
+    )
+    assert err.value.context == {"compiler": "eager"}
+    assert err.value.status is Status.COMPILE_ERROR
+    COMPILERS.get("eager").check_config({})  # checked without building the compiler
+    with pytest.raises(CompilerConfigError, match="'eager' does not take config key x;"):
+        COMPILERS.get("eager").check_config({"x": 1})
+    # compilers that do not declare their keys check their own (Inductor: torch.compile)
+    assert create_compiler("inductor", epilogue_fusion=False).config == {"epilogue_fusion": False}
 
 
 def test_file_spec_loads_a_compiler_class() -> None:

@@ -81,6 +81,16 @@ def test_unknown_compiler_is_a_compile_error(fast: EvalSettings) -> None:
     assert "known:" in rec.error.message
 
 
+def test_a_config_key_the_compiler_does_not_take_is_a_compile_error(fast: EvalSettings) -> None:
+    # as an unknown Inductor option is (torch.compile refuses it); the CLI refuses it up front
+    rec = evaluate_sample(MLP, "eager", {"warm": False}, settings=fast)
+    assert rec.status is Status.COMPILE_ERROR
+    assert rec.error.type == "CompilerConfigError" and rec.error.stage == "compile"
+    assert rec.error.message == (
+        "compiler 'eager' does not take config key warm; the keys it takes: none"
+    )
+
+
 def test_cudagraphs_on_cpu_is_reported_not_crashed(fast: EvalSettings) -> None:
     rec = evaluate_sample(MLP, "cudagraphs", device="cpu", settings=fast)
     assert rec.status is Status.COMPILE_ERROR

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -209,6 +210,29 @@ def test_labels_do_not_depend_on_the_current_directory(
     from_here = [i.label for i in plan_items(["lists/l.txt"])]
     monkeypatch.chdir("/")
     assert [i.label for i in plan_items([tmp_path / "lists" / "l.txt"])] == from_here
+
+
+def test_linked_folders_are_searched_once_each_and_a_cycle_ends(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    outside = _copy(MLP, tmp_path / "elsewhere" / "mlp")
+    tree = tmp_path / "set"
+    bert = _copy(BERT, tree / "real" / "bert")
+    os.symlink(outside.parent, tree / "link1")  # samples outside the folder, through a link
+    os.symlink(outside.parent, tree / "link2")  # ... and a second way to the same samples
+    os.symlink(bert, tree / "again")  # a link to a sample found under its own path too
+    os.symlink(tree, tree / "real" / "loop")  # a cycle: a link to an ancestor
+    os.symlink(tmp_path / "nowhere", tree / "dangling")
+    assert find_samples([tree]) == [tree / "link1" / "mlp", bert]
+    items = plan_items([tree])
+    # labels keep the link (the path inside what was asked for), each real sample once
+    assert [i.label for i in items] == ["link1/mlp", "real/bert"]
+    run = run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path / "o")
+    assert sorted(r.graph for r in read_records(tmp_path / "o" / "results.jsonl")) == [
+        "link1/mlp",
+        "real/bert",
+    ]
+    assert run.evaluated == 2
 
 
 def test_a_list_of_samples_that_includes_itself_is_named(tmp_path: Path) -> None:

@@ -36,10 +36,11 @@ def test_other_compiler_config_is_a_different_evaluation(
     tmp_path: Path, fast: EvalSettings
 ) -> None:
     items = plan_items([MLP])
-    run_evaluations(items, compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    compiler = faulty("Slow")  # a compiler that takes any config key (eager takes none)
+    run_evaluations(items, compiler=compiler, settings=fast, out_dir=tmp_path, echo_logs=False)
     again = run_evaluations(
         items,
-        compiler="eager",
+        compiler=compiler,
         compiler_config={"x": 1},
         settings=fast,
         out_dir=tmp_path,

@@ -1,9 +1,10 @@
 """The run folder under stress: labels that clash twice, undecodable files, a mirror that
-lags or cannot be written, a torn log, a folder that cannot be written, two runs at once."""
+lags, cannot be written or is no database, a torn log, a folder that cannot be written, two runs at once."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sqlite3
 from pathlib import Path
@@ -109,6 +110,43 @@ def test_a_foreign_records_table_is_rebuilt(tmp_path: Path, fast: EvalSettings) 
     (n,) = store._db.execute("SELECT COUNT(*) FROM records").fetchone()
     store.close()
     assert n == 1
+
+
+@pytest.mark.parametrize("damage", ["not_a_database", "damaged_pages"])
+def test_a_mirror_that_is_no_database_is_moved_aside_and_rebuilt(
+    tmp_path: Path, fast: EvalSettings, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    # results.jsonl holds the records; the SQLite file only mirrors them, so a mirror that
+    # SQLite refuses must not lock the folder's records away.
+    _run([MLP, BERT], tmp_path, fast)
+    mirror = tmp_path / "results.sqlite"
+    good = mirror.read_bytes()
+    bad = b"\x00garbage" * 500 if damage == "not_a_database" else good[:100] + b"\xab" * 8192
+    mirror.write_bytes(bad)
+    with caplog.at_level(logging.WARNING):
+        store = ResultStore(tmp_path)
+    rows = store._db.execute("SELECT graph, status FROM records ORDER BY graph").fetchall()
+    store.close()
+    assert rows == [(BERT.name, "ok"), (MLP.name, "ok")]
+    (aside,) = tmp_path.glob("results.sqlite.corrupt-*")
+    assert aside.read_bytes() == bad  # kept, not deleted
+    reason = "file is not a database" if damage == "not_a_database" else "malformed"
+    assert str(mirror) in caplog.text and reason in caplog.text and aside.name in caplog.text
+    # the rebuilt mirror is an ordinary one: the next open neither warns nor moves anything
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        ResultStore(tmp_path).close()
+    assert caplog.text == "" and len(list(tmp_path.glob("results.sqlite.corrupt-*"))) == 1
+
+
+def test_a_mirror_that_cannot_be_opened_is_still_a_store_error(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    # Only a file SQLite refuses as a database is moved aside, not one it cannot open.
+    (tmp_path / "results.sqlite").mkdir()
+    with pytest.raises(StoreError, match="cannot open SQLite store"):
+        ResultStore(tmp_path)
+    assert list(tmp_path.glob("results.sqlite.corrupt-*")) == []
 
 
 def test_a_log_line_torn_by_a_kill_does_not_spoil_the_next_entry(

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from passnet.errors import CompilerConfigError
 from passnet.evaluate._record import PassReport
 from passnet.registry import Registry
 
@@ -19,14 +20,37 @@ class Compiler:
 
     Subclasses set ``name`` and ``requires_cuda`` and implement :meth:`compile`.
     ``config`` holds the keyword arguments it was built with, so a record can say
-    exactly what produced it.
+    exactly what produced it. A subclass that knows all the keys it takes names them
+    in ``config_keys``: any other key is then refused (:meth:`check_config`).
     """
 
     name: ClassVar[str] = ""
     requires_cuda: ClassVar[bool] = False
+    config_keys: ClassVar[frozenset[str] | None] = None
+    """The config keys this compiler takes; None: not declared, the compiler checks its own."""
 
     def __init__(self, **config: Any) -> None:
+        self.check_config(config)
         self.config: dict[str, Any] = dict(config)
+
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> None:
+        """Refuse keys outside ``config_keys`` (a typo would otherwise be ignored silently).
+
+        Callable before anything runs, without building the compiler.
+        """
+        if cls.config_keys is None:
+            return
+        unknown = sorted(set(config) - cls.config_keys)
+        if unknown:
+            name = cls.name or cls.__name__  # a class loaded from a file spec has no name
+            takes = ", ".join(sorted(cls.config_keys)) or "none"
+            raise CompilerConfigError(
+                f"compiler {name!r} does not take config "
+                f"{'keys' if len(unknown) > 1 else 'key'} {', '.join(unknown)}; "
+                f"the keys it takes: {takes}",
+                compiler=name,
+            )
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         """Return a callable computing ``module(*inputs)``. Raise on failure."""

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 
 @register_compiler("eager")
 class Eager(Compiler):
-    """The module itself: the A/A baseline."""
+    """The module itself: the A/A baseline. It takes no config."""
+
+    config_keys = frozenset()
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         return module

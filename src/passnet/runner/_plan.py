@@ -21,7 +21,7 @@ class WorkItem:
 
 def plan_items(paths: list[str | Path]) -> list[WorkItem]:
     """Samples under each PATH (a sample, a folder searched recursively, or a list file)."""
-    items: dict[Path, WorkItem] = {}
+    items: dict[Path, tuple[WorkItem, Path]] = {}
     for raw in paths:
         root = Path(raw)
         if not root.exists():
@@ -32,18 +32,33 @@ def plan_items(paths: list[str | Path]) -> list[WorkItem]:
         base = whole.parent if (root.is_file() or is_sample_dir(root)) else whole
         for sample in find_samples([root]):
             resolved = sample.resolve()
-            label = Path(os.path.relpath(resolved, base)).as_posix()
-            items.setdefault(resolved, WorkItem(sample, label))
+            # Under a searched folder the path keeps the links it was found through
+            # (``set/link/x``), which are inside what was asked for; the same real sample
+            # reached twice (two links, a link and its target) is one work item.
+            below = _below(sample, root)
+            target = resolved if below is None else whole / below
+            label = Path(os.path.relpath(target, base)).as_posix()
+            items.setdefault(resolved, (WorkItem(sample, label), target))
     return _unique_labels(list(items.values()))
 
 
-def _unique_labels(items: list[WorkItem]) -> list[WorkItem]:
+def _below(sample: Path, root: Path) -> Path | None:
+    """``sample``'s path below ``root`` as found there (no ``..``), or None if not below it."""
+    try:
+        below = sample.relative_to(root)
+    except ValueError:
+        return None
+    return None if ".." in below.parts else below
+
+
+def _unique_labels(items: list[tuple[WorkItem, Path]]) -> list[WorkItem]:
     """Distinct samples that got the same label (``a/good`` and ``b/good`` given as PATHs)
     get longer labels, from more of their path, until no two labels are alike: records, the
     resume key and scores tell graphs apart by label. A lengthened label is checked
-    against all the others again (``a/good`` lengthened can meet ``c``'s ``a/good``)."""
-    labels = [item.label for item in items]
-    paths = [item.path.resolve() for item in items]
+    against all the others again (``a/good`` lengthened can meet ``c``'s ``a/good``). Each
+    item comes with the absolute path its label is taken from."""
+    labels = [item.label for item, _ in items]
+    paths = [path for _, path in items]
     depth = [len(Path(label).parts) for label in labels]
     while True:
         by_label: dict[str, list[int]] = {}
@@ -61,4 +76,4 @@ def _unique_labels(items: list[WorkItem]) -> list[WorkItem]:
         for i in grow:
             depth[i] += 1
             labels[i] = Path(*paths[i].parts[-depth[i] :]).as_posix()
-    return [WorkItem(item.path, label) for item, label in zip(items, labels)]
+    return [WorkItem(item.path, label) for (item, _), label in zip(items, labels)]

@@ -31,6 +31,9 @@ EVAL_LOG = "eval.log"
 class RunSummary:
     records: list[EvalRecord]
     """Records of every requested graph (newly evaluated and resumed)."""
+    folder_records: list[EvalRecord] = field(default_factory=list)
+    """Every record in the folder of this compiler, configuration and device: this run's and
+    those of earlier runs into the same folder (with other PATHs, say)."""
     evaluated: int = 0
     resumed: int = 0
     out_dir: Path = field(default_factory=Path)
@@ -177,6 +180,10 @@ def run_evaluations(
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
     check_device(compiler, device)
+    # A key the compiler does not take is a mistake in the command, not a column of records.
+    from passnet.compilers import COMPILERS
+
+    COMPILERS.get(compiler).check_config(compiler_config)
     store = ResultStore(out_dir)
     try:
         todo, done = _pending(store, items, compiler, compiler_config, device, settings)
@@ -248,6 +255,16 @@ def run_evaluations(
                     raise
         by_label = {r.graph: r for r in [*done, *new]}
         ordered = [by_label[i.label] for i in items if i.label in by_label]
-        return RunSummary(ordered, evaluated=len(new), resumed=len(done), out_dir=store.dir)
+        run = (compiler, config_hash({"compiler": compiler, **compiler_config}), device)
+        folder = [
+            r for r in store.records() if (r.compiler, r.compiler_config_hash, r.device) == run
+        ]
+        return RunSummary(
+            ordered,
+            folder_records=folder,
+            evaluated=len(new),
+            resumed=len(done),
+            out_dir=store.dir,
+        )
     finally:
         store.close()  # releases the folder's lock, also on errors and Ctrl-C

@@ -5,12 +5,15 @@ before the next evaluation starts, so a run killed with SIGKILL loses no finishe
 record; a torn last line (killed mid-write) is dropped on open. SQLite is a mirror:
 it remembers the size of the JSON Lines it mirrors, and is rebuilt from them on open
 whenever they differ (a kill between the two writes, a line appended by hand, a
-mirror that could not be written because a reader held it). One run at a time may
-write a folder: the store holds an exclusive lock on ``.passnet.lock`` while open.
+mirror that could not be written because a reader held it). A mirror that is not an
+SQLite database, or a damaged one, is renamed to ``results.sqlite.corrupt-<UTC time>``
+and rebuilt, with a warning. One run at a time may write a folder: the store holds an
+exclusive lock on ``.passnet.lock`` while open.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -65,6 +68,42 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE TABLE IF NOT EXISTS mirror (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+"""SQLite's result codes for a damaged database and for a file that is not a database."""
+_SIDECARS = ("-journal", "-wal", "-shm")
+"""SQLite's files next to a database, which belong to it (a hot journal is applied on open)."""
+
+
+def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite refused the file itself (not a database, or damaged), rather than access
+    to it (locked, unreadable): only such a mirror is rebuilt."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)  # primary code of extended ones
+    return str(exc) in ("file is not a database", "database disk image is malformed")
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename ``path`` (and its journal files) to a name of its own, ``NAME.corrupt-<UTC time>``."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while any(aside.with_name(aside.name + s).exists() for s in ("", *_SIDECARS)):
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    try:
+        os.rename(path, aside)
+        for suffix in _SIDECARS:
+            sidecar = path.with_name(path.name + suffix)
+            if sidecar.exists():
+                os.rename(sidecar, aside.with_name(aside.name + suffix))
+    except OSError as exc:
+        raise StoreError(
+            f"the SQLite mirror is damaged and cannot be moved aside to {aside.name}: "
+            f"{exc.strerror}",
+            path=path,
+        ) from exc
+    return aside
 
 
 class ResultStore:
@@ -150,7 +189,30 @@ class ResultStore:
     def _open_db(self) -> sqlite3.Connection:
         path = self.dir / SQLITE
         try:
-            db = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+            return self._sync_db(path)
+        except sqlite3.DatabaseError as exc:
+            if not _is_damaged(exc):
+                raise StoreError(f"cannot open SQLite store: {exc}", path=path) from exc
+            # The JSON Lines are the records; a mirror that is no database is kept aside
+            # (never deleted: it is evidence of what went wrong) and built again.
+            aside = _move_aside(path)
+            log.warning(
+                "%s is not a usable SQLite database (%s): moved to %s, and the mirror is "
+                "rebuilt from %s",
+                path,
+                exc,
+                aside,
+                self.jsonl,
+            )
+        try:
+            return self._sync_db(path)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store: {exc}", path=path) from exc
+
+    def _sync_db(self, path: Path) -> sqlite3.Connection:
+        """Open the mirror and bring it up to date with the records read from the JSON Lines."""
+        db = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+        try:
             db.executescript(_SCHEMA)
             columns = [row[1] for row in db.execute("PRAGMA table_info(records)")]
             if columns != _COLUMNS:  # not this mirror's table: it is rebuilt
@@ -164,8 +226,9 @@ class ResultStore:
                     self._insert(db, rec)
                 self._mark(db)
                 db.commit()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite store: {exc}", path=path) from exc
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _mark(self, db: sqlite3.Connection) -> None:

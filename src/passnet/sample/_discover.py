@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def _from_list(path: Path, reading: tuple[Path, ...] = ()) -> list[Path]:
 def find_samples(paths: Iterable[str | Path]) -> list[Path]:
     """Expand each PATH (sample, folder, or text file listing samples) into sample folders.
 
-    Order is deterministic (sorted within a folder); duplicates are dropped.
+    Order is deterministic (sorted within a folder); duplicates are dropped. A folder
+    search follows symbolic links to folders, each real folder once (cycles end).
     """
     seen: dict[Path, None] = {}
     for raw in paths:
@@ -90,8 +92,29 @@ def _under(root: Path) -> set[Path]:
     A folder with a sample's meta files but no model.py is a sample too: it ends as a
     ``sample_error`` record naming the missing file, like any other broken sample,
     rather than being skipped with a warning that a long run's output buries.
+
+    Symbolic links to folders are followed, after the folders reached without one, and
+    a folder is searched once by its real path: a second link to it, or a link to one
+    of its ancestors (a cycle), adds nothing. So a sample is found once, under its own
+    path when that lies under ``root``, else under the first link that reaches it.
     """
     found = set()
-    for name in (MODEL_FILE, *_META_FILES):
-        found.update(p.parent for p in root.rglob(name) if "pass_dir" not in p.parts)
+    searched: set[str] = set()
+    tops = [root]  # root, then the links met, in the order met
+    while tops:
+        for folder, subfolders, files in os.walk(tops.pop(0)):  # does not enter links
+            real = os.path.realpath(folder)
+            if real in searched:
+                subfolders.clear()
+                continue
+            searched.add(real)
+            subfolders.sort()
+            tops.extend(
+                Path(folder, name)
+                for name in subfolders
+                if os.path.islink(os.path.join(folder, name))
+            )
+            here = Path(folder)
+            if "pass_dir" not in here.parts and not {MODEL_FILE, *_META_FILES}.isdisjoint(files):
+                found.add(here)
     return found
