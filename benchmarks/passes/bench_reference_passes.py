@@ -322,10 +322,13 @@ def bench_graphs(
     for graph in task.graphs:
         row = GraphRow(name, graph.name, _dtype_of(graph))
         for compiler in compilers:
-            config = task.compiler_config() if compiler.startswith("pass_mgr") else {}
+            real, jit = compiler.removesuffix("-jit"), compiler.endswith("-jit")
+            config = task.compiler_config() if real.startswith("pass_mgr") else {}
+            if jit:  # "pass_mgr-jit": every pass kernel launched through Triton's JIT
+                config = {**config, "lean_launch": False}
             record = evaluate_sample(
                 graph,
-                compiler,
+                real,
                 config,
                 device="cuda",
                 settings=settings,
@@ -437,7 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--passes", nargs="+", default=names, choices=names, metavar="NAME")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
-    parser.add_argument("--compilers", nargs="+", default=["pass_mgr", "inductor"])
+    parser.add_argument(
+        "--compilers",
+        nargs="+",
+        default=["pass_mgr", "inductor"],
+        help="compilers to evaluate; pass_mgr-jit is pass_mgr with lean_launch off",
+    )
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--skip-graphs", action="store_true", help="no graph-level evaluation")

@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from passnet.compilers import create_compiler
-from passnet.errors import CompileError, PassLoadError, PassMismatch, PassRejected
+from passnet.errors import (
+    CompileError,
+    CompilerConfigError,
+    PassLoadError,
+    PassMismatch,
+    PassRejected,
+)
 from passnet.passes import ReplacementError
 from passnet.passes._opaque import NAMESPACE
 
@@ -30,8 +36,10 @@ TRANSPOSED = RELU_PASS.replace(
 def test_config_needs_a_pass_dir_and_nothing_unknown() -> None:
     with pytest.raises(PassLoadError, match="needs config pass_dir"):
         create_compiler("pass_mgr")
-    with pytest.raises(PassLoadError, match="unknown config"):
+    with pytest.raises(CompilerConfigError, match="does not take config key mode; the keys"):
         create_compiler("pass_mgr", pass_dir="x", mode="fast")
+    with pytest.raises(CompilerConfigError, match="lean_launch must be true or false"):
+        create_compiler("pass_mgr", pass_dir="x", lean_launch="no")
 
 
 def test_pass_mgr_runs_the_rewritten_graph(triton_interpreter: None) -> None:

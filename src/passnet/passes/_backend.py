@@ -23,10 +23,11 @@ import torch
 
 from passnet.compilers._base import Compiler, register_compiler
 from passnet.compilers._builtin import compile_warm
-from passnet.errors import CompileError, PassError, PassLoadError
+from passnet.errors import CompileError, CompilerConfigError, PassError, PassLoadError
 from passnet.evaluate._record import PassReport
 from passnet.passes._graph import trace_graph
 from passnet.passes._guard import DispatchGuard
+from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
 from passnet.passes._opaque import make_opaque
 
@@ -39,13 +40,16 @@ class _PassCompiler(Compiler):
     """Shared machinery of the pass-manager compilers."""
 
     inductor: ClassVar[bool] = False
+    # lean_launch: pass kernels on CUDA launch through passes/_launch.py (default true)
+    config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch"})
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        unknown = set(config) - {"pass_dir", "const_pass_dir"}
-        if unknown:
-            raise PassLoadError(
-                f"compiler {self.name!r} got unknown config {sorted(unknown)}; it takes pass_dir and const_pass_dir"
+        if not isinstance(config.get("lean_launch", True), bool):
+            raise CompilerConfigError(
+                f"compiler {self.name!r}: config lean_launch must be true or false, "
+                f"got {config['lean_launch']!r}",
+                compiler=self.name,
             )
         if not config.get("pass_dir"):
             raise PassLoadError(
@@ -55,6 +59,7 @@ class _PassCompiler(Compiler):
         self._manager: PassManager | None = None
         self._report: PassReport | None = None
         self._keep_alive: list[Any] = []
+        self._accelerated = False
 
     def _load(self) -> PassManager:
         if self._manager is None:
@@ -77,6 +82,14 @@ class _PassCompiler(Compiler):
             raise CompileError(
                 f"cannot trace the graph with torch.fx: {type(exc).__name__}: {exc}"
             ) from exc
+        if (
+            not self._accelerated
+            and self.config.get("lean_launch", True)
+            and any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs)
+        ):
+            # The harness's lean Triton launcher for the pass kernels (passes/_launch.py).
+            self._accelerated = True
+            accelerate_rules([*manager.rules, *manager.const_rules])
         # the report is filled as passes load, match and replace: a failure part-way
         # keeps what was done before it
         result = manager.apply(gm, report=self._report)

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Triton's JIT launch against the harness's lean launch, on the reference tasks' graphs (GPU).
+
+For every graph of the chosen reference tasks, in one process: the eager module and
+the ``pass_mgr`` compiler's rewritten graph twice, once with ``lean_launch`` off
+(every pass kernel launched through Triton's JIT) and once on
+(``passnet.passes._launch``). The three are timed in alternating rounds (the order
+reversed every round), each round the median e2e of ``--reps`` synchronised calls;
+the table gives the median over rounds, the speedups vs eager, and ``lean/jit``,
+the lean graph's time over the JIT graph's. Both rewritten graphs' outputs are
+compared for bitwise equality on the same inputs.
+
+Usage (torch + triton with a CUDA GPU)::
+
+    PYTHONPATH=src python3 benchmarks/passes/lean_launch_ab.py
+    PYTHONPATH=src python3 benchmarks/passes/lean_launch_ab.py --passes add_layer_norm --dtypes float32
+
+With ``OUT`` set the rows are also written to ``$OUT/lean_launch_ab.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from profile_rewrite import e2e_ms  # this folder (the script's own)
+
+PASSES = (
+    "add_layer_norm",
+    "linear_bias_gelu",
+    "scale_mask_softmax",
+    "roll_add_layer_norm",
+    "rms_norm",
+    "masked_mean_pooling",
+)
+
+
+def _outputs(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _outputs(v)]
+    return []
+
+
+def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[str, Any]:
+    from passnet.compilers import create_compiler
+    from passnet.passes import _launch
+    from passnet.sample import load_sample
+
+    sample = load_sample(path)
+    module = sample.build_module("cuda")
+    inputs = sample.replay_inputs("cuda", 0)
+    fns: dict[str, Any] = {"eager": module}
+    for name, lean in (("jit", False), ("lean", True)):
+        compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=lean)
+        fns[name] = compiler.compile(module, inputs)
+    with torch.no_grad():
+        equal = all(
+            torch.equal(a, b)
+            for a, b in zip(_outputs(fns["jit"](*inputs)), _outputs(fns["lean"](*inputs)))
+        )
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            times[name].append(e2e_ms(fns[name], inputs, n=reps, warmup=20))
+    med = {name: statistics.median(v) for name, v in times.items()}
+    return {
+        "graph": path.name,
+        "eager_ms": med["eager"],
+        "jit_ms": med["jit"],
+        "lean_ms": med["lean"],
+        "speedup_jit": med["eager"] / med["jit"],
+        "speedup_lean": med["eager"] / med["lean"],
+        "lean_over_jit": med["lean"] / med["jit"],
+        "outputs_equal": equal,
+        "lean_available": _launch.fast_launch_available()[0],
+        "rounds_ms": times,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--passes", nargs="+", default=list(PASSES))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float16", "bfloat16"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=200, help="timed calls per round")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("lean_launch_ab needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from passnet.passes import _launch
+    from passnet.passes.library import build_reference_task
+
+    print("lean launch available:", _launch.fast_launch_available())
+    dtypes = [getattr(torch, d) for d in args.dtypes]
+    work = Path(tempfile.mkdtemp(prefix="passnet-lean-ab-"))
+    rows: list[dict[str, Any]] = []
+    for name in args.passes:
+        task = build_reference_task(name, work / name, dtypes=dtypes)
+        for path in task.graphs:
+            row = {"pass": name, **measure_graph(path, task.pass_dir, args.rounds, args.reps)}
+            rows.append(row)
+            print(
+                f"{name:20s} {row['graph'][:46]:46s} eager {row['eager_ms']:.3f} "
+                f"jit {row['jit_ms']:.3f} lean {row['lean_ms']:.3f} ms",
+                flush=True,
+            )
+    print("\n== e2e median ms (median of rounds); speedup vs eager; lean/jit ==")
+    print(
+        f"{'pass':20s} {'graph':46s} {'eager':>7s} {'jit':>7s} {'lean':>7s} "
+        f"{'s_jit':>6s} {'s_lean':>6s} {'lean/jit':>8s} {'equal':>5s}"
+    )
+    for r in rows:
+        print(
+            f"{r['pass']:20s} {r['graph'][:46]:46s} {r['eager_ms']:7.3f} {r['jit_ms']:7.3f} "
+            f"{r['lean_ms']:7.3f} {r['speedup_jit']:6.3f} {r['speedup_lean']:6.3f} "
+            f"{r['lean_over_jit']:8.3f} {str(r['outputs_equal']):>5s}"
+        )
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "lean_launch_ab.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
