@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,20 @@ def test_the_folders_score_covers_its_graphs_of_earlier_commands_too(
     # another compiler's records in the folder are not part of this compiler's score
     slow = ["eval", str(MLP), "--compiler", faulty("Slow"), "--warmup", "1", "--trials", "4"]
     assert main([*slow, "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "aggregated_score.json").read_text())["n_graphs"] == 1
+
+
+def test_one_sample_reached_through_two_paths_counts_once_in_the_folders_score(
+    tmp_path: Path,
+) -> None:
+    sample = tmp_path / "set" / "mlp"
+    shutil.copytree(MLP, sample)
+    out = tmp_path / "run"
+    quick = ["--compiler", "eager", "--warmup", "1", "--trials", "4", "--out", str(out), "--quiet"]
+    assert main(["eval", str(sample), *quick]) == 0  # label mlp
+    assert main(["eval", str(tmp_path / "set"), *quick]) == 0  # the same sample, label mlp
+    assert main(["eval", str(tmp_path), *quick]) == 0  # label set/mlp: a second record of it
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
     assert json.loads((out / "aggregated_score.json").read_text())["n_graphs"] == 1
 
 

@@ -118,7 +118,21 @@ def test_grids_defaults_and_odd_types_use_triton(kernel) -> None:
         run(x, y, 8, [8], grid=(1,))  # unhashable argument
         run(x, y, 8, SimpleNamespace(value=8), grid=(1,))  # neither tensor nor plain
         run(x, y, 8, BLOCK=torch.zeros(1), grid=(1,))  # a tensor by keyword is not kept
-    assert run.fast_calls == 0 and len(kernel.compiles) == 14
+        run(x, y, 8, 0.0, grid=(1,))  # equal to -0.0 as a key; Triton tells them apart
+        run(x, y, 8, BLOCK=float("nan"), grid=(1,))  # NaN equals nothing
+    assert run.fast_calls == 0 and len(kernel.compiles) == 18
+
+
+def test_signed_zeros_and_float_grids_never_take_another_keys_kernel(kernel) -> None:
+    run = _fast(kernel)
+    x = torch.zeros(8)
+    run(x, x, 8, BLOCK=0.0, grid=(2,))
+    run(x, x, 8, BLOCK=-0.0, grid=(2,))
+    run(x, x, 8, 1.5, grid=(2,))
+    run(x, x, 8, 1.5, grid=(2.0,))  # Triton's launcher refuses a float grid
+    assert run.fast_calls == 0 and len(kernel.compiles) == 4
+    assert [c[2].get("BLOCK") for c in kernel.compiles[:2]] == [0.0, -0.0]
+    assert str(kernel.compiles[1][2]["BLOCK"]) == "-0.0"
 
 
 def test_the_cache_is_bounded(kernel) -> None:

@@ -235,6 +235,15 @@ def test_linked_folders_are_searched_once_each_and_a_cycle_ends(
     assert run.evaluated == 2
 
 
+def test_a_link_to_a_folder_holding_the_searched_one_is_not_followed(tmp_path: Path) -> None:
+    tree = tmp_path / "set"
+    inside = _copy(MLP, tree / "a")
+    _copy(BERT, tmp_path / "other" / "b")  # beside the searched folder, not in it
+    os.symlink("..", tree / "up")  # the searched folder's parent
+    os.symlink(".", tree / "here")  # the searched folder itself
+    assert find_samples([tree]) == [inside]
+
+
 def test_a_list_of_samples_that_includes_itself_is_named(tmp_path: Path) -> None:
     task = tmp_path / "task"
     _copy(MLP, task / "mlp")

@@ -43,14 +43,19 @@ class _PassCompiler(Compiler):
     # lean_launch: pass kernels on CUDA launch through passes/_launch.py (default true)
     config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch"})
 
-    def __init__(self, **config: Any) -> None:
-        super().__init__(**config)
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> None:
+        """Known keys only, and ``lean_launch`` a bool (checked before anything runs)."""
+        super().check_config(config)
         if not isinstance(config.get("lean_launch", True), bool):
             raise CompilerConfigError(
-                f"compiler {self.name!r}: config lean_launch must be true or false, "
+                f"compiler {cls.name!r}: config lean_launch must be true or false, "
                 f"got {config['lean_launch']!r}",
-                compiler=self.name,
+                compiler=cls.name,
             )
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
         if not config.get("pass_dir"):
             raise PassLoadError(
                 f"compiler {self.name!r} needs config pass_dir=<folder with the pass files>"

@@ -21,11 +21,14 @@ parameter in signature order; the values of parameters passed by keyword (usuall
 the constexprs) are part of the key, so they are stored with the kernel.
 
 Anything else goes through Triton's own ``run`` unchanged: the first call of a
-key, a callable or empty grid, an argument that is neither a tensor nor a plain
-``int``/``float``/``bool``/``str``/``None``, a parameter left to its default, launch hooks
-(a profiler's) set when the key was first seen, a keyword argument that is not a
-plain value, and every call once a kernel has
-:data:`MAX_KEYS` keys (arguments that change on every call).
+key, a callable or empty grid, a float argument that is zero or NaN (``0.0`` and
+``-0.0`` are equal keys, but Triton keys a constexpr by its text), an argument
+that is neither a tensor nor a plain ``int``/``float``/``bool``/``str``/``None``,
+a keyword argument that is not a plain value, a parameter left to its default,
+launch hooks (a profiler's) set when the key was first seen, and every call once
+a kernel has :data:`MAX_KEYS` keys (arguments that change on every call). Triton's
+per-call checks that pass files cannot trigger (a kernel's globals rebound, knobs
+changed mid-run) are not repeated on the lean path.
 
 Before the first kernel is accelerated a probe kernel is launched both ways and
 the outputs compared; if the launcher's calling convention differs (another
@@ -98,6 +101,7 @@ class FastRun:
             key = (
                 device,
                 grid,
+                *map(type, grid),  # (2,) and (2.0,) are equal keys; Triton refuses the latter
                 *map(type, args),
                 *[a if a.__class__ in _PLAIN else (a.dtype, a.data_ptr() & 15) for a in args],
                 *kwargs.items(),
@@ -149,9 +153,12 @@ class FastRun:
             callable(grid)
             or any(name not in kwargs for name in rest)
             or any(v.__class__ not in _PLAIN for v in kwargs.values())
+            or any(_ambiguous(v) for v in args)
+            or any(_ambiguous(v) for v in kwargs.values())
         ):
-            # A grid computed from the arguments, a parameter left to its default, or a
-            # keyword value the key holds as an object (a tensor would be kept alive).
+            # A grid computed from the arguments, a parameter left to its default, a
+            # keyword value the key holds as an object (a tensor would be kept alive), or a
+            # float whose key would stand for another value Triton tells apart.
             return compiled
         gx, gy, gz = (*tuple(grid), 1, 1)[:3]
         if not (isinstance(gx, int) and isinstance(gy, int) and isinstance(gz, int)):
@@ -160,6 +167,12 @@ class FastRun:
             return compiled  # an empty grid launches nothing: left to Triton
         self.cache[key] = (compiled, gx, gy, gz, tuple(kwargs[name] for name in rest))
         return compiled
+
+
+def _ambiguous(value: Any) -> bool:
+    """A float equal to another float Triton keys apart: 0.0 and -0.0 compare equal (and a
+    constexpr's key is its text), NaN equals nothing, so neither may stand in a key."""
+    return value.__class__ is float and (value == 0.0 or value != value)
 
 
 def _hooks_set() -> bool:

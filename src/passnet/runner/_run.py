@@ -33,7 +33,8 @@ class RunSummary:
     """Records of every requested graph (newly evaluated and resumed)."""
     folder_records: list[EvalRecord] = field(default_factory=list)
     """Every record in the folder of this compiler, configuration and device: this run's and
-    those of earlier runs into the same folder (with other PATHs, say)."""
+    those of earlier runs into the same folder (with other PATHs, say), one per sample (by
+    the digest of its files; this run's record first)."""
     evaluated: int = 0
     resumed: int = 0
     out_dir: Path = field(default_factory=Path)
@@ -256,9 +257,18 @@ def run_evaluations(
         by_label = {r.graph: r for r in [*done, *new]}
         ordered = [by_label[i.label] for i in items if i.label in by_label]
         run = (compiler, config_hash({"compiler": compiler, **compiler_config}), device)
-        folder = [
-            r for r in store.records() if (r.compiler, r.compiler_config_hash, r.device) == run
-        ]
+        # The folder's other records of this run's kind, without a second record of a
+        # sample this run (or an earlier record) already has: labels are relative to the
+        # PATH given, so one sample evaluated through two PATHs has two labels.
+        seen = {r.sample_digest for r in ordered if r.sample_digest}
+        folder = list(ordered)
+        for r in store.records():
+            if (r.compiler, r.compiler_config_hash, r.device) != run or r.graph in by_label:
+                continue
+            if r.sample_digest and r.sample_digest in seen:
+                continue
+            seen.add(r.sample_digest)
+            folder.append(r)
         return RunSummary(
             ordered,
             folder_records=folder,

@@ -95,10 +95,12 @@ def _under(root: Path) -> set[Path]:
 
     Symbolic links to folders are followed, after the folders reached without one, and
     a folder is searched once by its real path: a second link to it, or a link to one
-    of its ancestors (a cycle), adds nothing. So a sample is found once, under its own
+    of its ancestors (a cycle), adds nothing; a link to ``root`` or to a folder that
+    holds it is not followed (it would search around ``root``, up to the whole disk). So a sample is found once, under its own
     path when that lies under ``root``, else under the first link that reaches it.
     """
     found = set()
+    top_real = os.path.realpath(root)
     searched: set[str] = set()
     tops = [root]  # root, then the links met, in the order met
     while tops:
@@ -113,8 +115,14 @@ def _under(root: Path) -> set[Path]:
                 Path(folder, name)
                 for name in subfolders
                 if os.path.islink(os.path.join(folder, name))
+                and not _contains(os.path.realpath(os.path.join(folder, name)), top_real)
             )
             here = Path(folder)
             if "pass_dir" not in here.parts and not {MODEL_FILE, *_META_FILES}.isdisjoint(files):
                 found.add(here)
     return found
+
+
+def _contains(outer: str, inner: str) -> bool:
+    """Whether real path ``outer`` is ``inner`` or one of its ancestors."""
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
