@@ -17,7 +17,7 @@ from passnet.evaluate._isolate import ChildOutcome, run_isolated
 from passnet.evaluate._record import (
     ErrorInfo,
     EvalRecord,
-    config_hash,
+    compiler_config_hash,
     record_from_dict,
 )
 from passnet.evaluate._settings import EvalSettings
@@ -100,7 +100,7 @@ def evaluate_sample(
         graph=label,
         compiler=compiler,
         compiler_config=compiler_config,
-        compiler_config_hash=config_hash({"compiler": compiler, **compiler_config}),
+        compiler_config_hash=compiler_config_hash(compiler, compiler_config),
         device=device,
         versions=software_versions(),
         settings=settings.to_dict(),

@@ -197,6 +197,11 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def compiler_config_hash(compiler: str, compiler_config: dict[str, Any]) -> str:
+    """The ``compiler_config_hash`` of a record of this compiler and configuration."""
+    return config_hash({"compiler": compiler, **compiler_config})
+
+
 T = TypeVar("T")
 
 

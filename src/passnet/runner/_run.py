@@ -15,7 +15,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
-from passnet.evaluate import EvalRecord, EvalSettings, config_hash, evaluate_sample, probe_device
+from passnet.evaluate import (
+    EvalRecord,
+    EvalSettings,
+    compiler_config_hash,
+    evaluate_sample,
+    probe_device,
+)
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
 from passnet.sample import OPTIONAL_FILES, load_sample, sample_digest
@@ -121,6 +127,14 @@ def _open_log(path: Path) -> Any:
     return open(path, "a", encoding="utf-8")  # noqa: SIM115
 
 
+def _same_kind(
+    store: ResultStore, compiler: str, compiler_config: dict[str, Any], device: str
+) -> list[EvalRecord]:
+    """The folder's records of this compiler, configuration and device."""
+    kind = (compiler, compiler_config_hash(compiler, compiler_config), device)
+    return [r for r in store.records() if (r.compiler, r.compiler_config_hash, r.device) == kind]
+
+
 def _pending(
     store: ResultStore,
     items: list[WorkItem],
@@ -130,7 +144,7 @@ def _pending(
     settings: EvalSettings,
 ) -> tuple[list[WorkItem], list[EvalRecord]]:
     """(items to evaluate, records to resume); a folder measured with other settings is refused."""
-    cfg_hash = config_hash({"compiler": compiler, **compiler_config})
+    cfg_hash = compiler_config_hash(compiler, compiler_config)
     todo: list[WorkItem] = []
     done: list[EvalRecord] = []
     for item in items:
@@ -145,9 +159,7 @@ def _pending(
     # Resumed or new, evaluations must be measured as the folder's others of this compiler
     # were, or scores would mix measurements.
     wanted = settings.to_dict()
-    for rec in store.records():
-        if (rec.compiler, rec.compiler_config_hash, rec.device) != (compiler, cfg_hash, device):
-            continue
+    for rec in _same_kind(store, compiler, compiler_config, device):
         differences = _settings_differences(rec.settings, wanted)
         if differences:
             raise StoreError(
@@ -256,14 +268,13 @@ def run_evaluations(
                     raise
         by_label = {r.graph: r for r in [*done, *new]}
         ordered = [by_label[i.label] for i in items if i.label in by_label]
-        run = (compiler, config_hash({"compiler": compiler, **compiler_config}), device)
         # The folder's other records of this run's kind, without a second record of a
         # sample this run (or an earlier record) already has: labels are relative to the
         # PATH given, so one sample evaluated through two PATHs has two labels.
         seen = {r.sample_digest for r in ordered if r.sample_digest}
         folder = list(ordered)
-        for r in store.records():
-            if (r.compiler, r.compiler_config_hash, r.device) != run or r.graph in by_label:
+        for r in _same_kind(store, compiler, compiler_config, device):
+            if r.graph in by_label:
                 continue
             if r.sample_digest and r.sample_digest in seen:
                 continue
