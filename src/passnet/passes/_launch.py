@@ -109,7 +109,8 @@ class FastRun:
             )
             hit = self.cache.get(key)
         except (AttributeError, TypeError):
-            # Not a tensor or plain value (no dtype/data_ptr), or unhashable (a list grid).
+            # Not a tensor or plain value (no dtype/data_ptr), unhashable (a list grid), or a
+            # grid computed from the arguments (a callable: not iterable).
             return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
         if hit is None or warmup:
             return self._slow(key, args, grid, warmup, kwargs)
@@ -150,14 +151,12 @@ class FastRun:
             return compiled
         rest = self.names[len(args) :]
         if (
-            callable(grid)
-            or any(name not in kwargs for name in rest)
+            any(name not in kwargs for name in rest)
             or any(v.__class__ not in _PLAIN for v in kwargs.values())
             or any(_ambiguous(v) for v in args)
             or any(_ambiguous(v) for v in kwargs.values())
         ):
-            # A grid computed from the arguments, a parameter left to its default, a
-            # keyword value the key holds as an object (a tensor would be kept alive), or a
+            # A parameter left to its default, a keyword value the key holds as an object (a tensor would be kept alive), or a
             # float whose key would stand for another value Triton tells apart.
             return compiled
         gx, gy, gz = (*tuple(grid), 1, 1)[:3]
