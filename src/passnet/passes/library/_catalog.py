@@ -79,8 +79,10 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "roll_add_layer_norm",
-        "Swin window roll-back (torch.roll) + view + residual add + layer_norm, returning "
-        "both the sum and the normalised tensor -> one kernel with index arithmetic for the roll",
+        "Swin window merge (eval dropout, views, permute, contiguous) + roll-back (torch.roll) "
+        "+ view + residual add + layer_norm, returning both the sum and the normalised tensor "
+        "-> one kernel with index arithmetic for the window layout and the roll; also the "
+        "unshifted blocks' merge without the roll, and the roll without the merge",
         (_SWIN,),
     ),
     ReferencePass(
