@@ -31,6 +31,8 @@ def test_install_writes_the_pass_into_a_pass_dir(tmp_path):
     status, out = _run("library", "install", "scale_mask_softmax", str(tmp_path / "pd"))
     assert status == 0 and "FusedScaleMaskSoftmax.py" in out
     assert read_manifest(tmp_path / "pd") == [
+        "FusedRelPosBiasSoftmaxDropout",
+        "FusedRelPosBiasShiftedWindowSoftmaxDropout",
         "FusedScaleMaskSoftmaxDropout",
         "FusedShiftedWindowSoftmaxDropout",
         "FusedScaleMaskSoftmax",

@@ -1,7 +1,10 @@
 """scale_mask_softmax: Swin's scaled, biased window-attention softmax (with the eval dropout, and
-the shifted block's window mask added through views): the rules match every site, equal eager."""
+the shifted block's window mask added through views; the FusedRelPosBias rules also gather the
+relative-position bias from its table): the rules match every site, equal eager."""
 
 from __future__ import annotations
+
+import operator
 
 import pytest
 import torch
@@ -155,20 +158,32 @@ def test_base_rule_still_covers_a_softmax_without_eval_dropout(load_rule):
 @pytest.mark.parametrize(
     ("sample", "expected"),
     [
-        (SWIN, {DROPOUT: 3, "FusedShiftedWindowSoftmaxDropout": 1, RULE: 0}),
-        (SWIN_224, {DROPOUT: 4}),
+        (
+            SWIN,
+            {"FusedRelPosBiasSoftmaxDropout": 3, "FusedRelPosBiasShiftedWindowSoftmaxDropout": 1},
+        ),
+        (SWIN_224, {"FusedRelPosBiasSoftmaxDropout": 4}),
     ],
     ids=["swin-tiny-random", "swin-224"],
 )
 def test_pass_dir_replaces_every_attention_softmax_of_the_swin_samples(device, sample, expected):
     rules = get_reference_pass(PASS).rules
-    assert rules == [DROPOUT, "FusedShiftedWindowSoftmaxDropout", RULE]  # larger patterns first
+    assert rules == [  # larger patterns first
+        "FusedRelPosBiasSoftmaxDropout",
+        "FusedRelPosBiasShiftedWindowSoftmaxDropout",
+        DROPOUT,
+        "FusedShiftedWindowSoftmaxDropout",
+        RULE,
+    ]
     result = PassManager.from_dirs(get_reference_pass(PASS).folder).apply(
         trace_graph(load_sample(sample_path(sample)).build_module("cpu"))
     )
     assert result.report.replacements == {r: expected.get(r, 0) for r in rules}
-    nodes = result.graph_module.graph.nodes
+    nodes = list(result.graph_module.graph.nodes)
     assert not [n for n in nodes if n.target is torch.nn.functional.softmax]
+    # the relative-position bias gathers went with them: no table is indexed any more
+    gathers = [n for n in nodes if n.target is operator.getitem and n.args[0].op == "placeholder"]
+    assert not gathers
 
 
 # --- FusedShiftedWindowSoftmaxDropout: the shifted block's window mask added through views ---
@@ -243,4 +258,275 @@ def test_shifted_replacement_refuses_views_it_does_not_implement(load_rule, devi
     # softmax over rows of 8: not the rows the scores are read in
     args = module.replacement_args(scores, bias, 2.0, mask, 1, 4, 2, 4, 4, -1, 2, 2, 8, 0.0)
     with pytest.raises(ValueError, match="unsupported views"):
+        module.replacement_func()(*args)
+
+
+# --- FusedRelPosBiasSoftmaxDropout: the relative-position bias gathered inside the kernel ---
+
+REL_POS = "FusedRelPosBiasSoftmaxDropout"
+REL_POS_SHIFTED = "FusedRelPosBiasShiftedWindowSoftmaxDropout"
+
+
+def _relative_position_index(w: int) -> torch.Tensor:
+    """HF Swin's ``relative_position_index`` of a ``w x w`` window: ``[w*w, w*w]`` int64 in
+    ``[0, (2w-1)^2)``."""
+    coords = torch.stack(torch.meshgrid(torch.arange(w), torch.arange(w), indexing="ij"))
+    coords = coords.flatten(1)
+    relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (w - 1)
+    return relative[..., 0] * (2 * w - 1) + relative[..., 1]
+
+
+def _fast_path_only(module, monkeypatch):
+    def general(*args):
+        raise AssertionError("the real case must take the fast path")
+
+    monkeypatch.setattr(module, "_general", general)
+
+
+def _table(rows: int, cols: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    return (torch.randn(rows, cols, generator=gen) * 0.5).to(dtype)
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected", "n"),
+    [(SWIN, 3, 4), (SWIN_224, 4, 49)],
+    ids=["swin-tiny-random", "swin-224"],
+)
+def test_rel_pos_pattern_matches_every_unshifted_window_attention(load_rule, sample, expected, n):
+    module = load_rule(PASS, REL_POS)
+    matches = find_matches(module.pattern, sample_graph(sample))
+    assert len(matches) == expected
+    for m in matches:
+        scores, divisor, index, table, *sizes, p = m.placeholder_nodes
+        assert scores.target is torch.matmul and isinstance(divisor, float)
+        assert index.op == "placeholder" and "relative_position_index" in index.name
+        assert table.op == "placeholder" and "relative_position_bias_table" in table.name
+        assert sizes == [n, n, -1] and p == 0.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sample", [SWIN, SWIN_224], ids=["n4", "n49"])
+def test_rel_pos_replacement_equals_eager_on_real_swin_values(
+    load_rule, device, dtype, sample, monkeypatch
+):
+    module = load_rule(PASS, REL_POS)
+    _fast_path_only(module, monkeypatch)
+    for match in range(len(find_matches(module.pattern, sample_graph(sample)))):
+        inputs = on(device, cast_floats(captured_inputs(sample, module.pattern, match), dtype))
+        assert inputs[2].dtype == torch.int64 and inputs[3].dtype == dtype
+        assert_replacement_matches(module, inputs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "swin-t",  # window 7 (N = 49), 3 heads, 8 windows: the fast path
+        "int32-flat-index",  # an int32 [N*N] index, view (N, N, heads), an int divisor
+        "heads-broadcast",  # a table of one column: the bias broadcast over 3 heads
+        "queries-broadcast",  # an index of N entries viewed (1, N, -1): one bias row
+        "fp32-table",  # the sum and the output promoted to float32
+        "strided-operands",  # a transposed table and transposed scores, copied
+        "negative-index",  # indices counting from the table's end, as eager reads them
+        "larger-bias",  # scores [B, 1, N, N] broadcast to the bias's 2 heads
+    ],
+)
+def test_rel_pos_replacement_equals_eager_on_other_shapes(load_rule, device, dtype, variant):
+    module = load_rule(PASS, REL_POS)
+    real_scores = captured_inputs(SWIN_224, module.pattern)[0]
+    gen = torch.Generator().manual_seed(13)
+    w, B, H, divisor = (7, 8, 3, 5.656854249492381) if variant == "swin-t" else (3, 2, 2, 2.0)
+    N, T = w * w, (2 * w - 1) ** 2
+    scores = like(real_scores, (B, H, N, N), dtype, gen)
+    index, table, sizes = _relative_position_index(w), _table(T, H, dtype, gen), (N, N, -1)
+    if variant == "int32-flat-index":
+        index, sizes, divisor = index.flatten().to(torch.int32), (N, N, H), 4
+    elif variant == "heads-broadcast":
+        table = _table(T, 1, dtype, gen)
+    elif variant == "queries-broadcast":
+        index, sizes = index[2], (1, N, -1)
+    elif variant == "fp32-table":
+        table = table.float()
+    elif variant == "strided-operands":
+        table = _table(H, T, dtype, gen).t()
+        scores = scores.transpose(-1, -2)
+        assert not table.is_contiguous() and not scores.is_contiguous()
+    elif variant == "negative-index":
+        index = torch.where(index % 2 == 0, index - T, index)
+        assert int(index.min()) < 0
+    elif variant == "larger-bias":
+        scores = scores[:, :1]
+    inputs = [scores, divisor, index, table, *sizes, 0.0]
+    assert_replacement_matches(module, on(device, inputs))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_rel_pos_out_of_range_index_gives_nan_rows_where_eager_raises(load_rule, device):
+    module = load_rule(PASS, REL_POS)
+    gen = torch.Generator().manual_seed(17)
+    w, T = 2, 9
+    index = _relative_position_index(w)
+    index[1, 3] = T  # query 1 reads past the table's end (eager: IndexError)
+    scores = torch.randn(3, 2, 4, 4, generator=gen)
+    inputs = [scores, 2.0, index, _table(T, 2, torch.float32, gen), 4, 4, -1, 0.0]
+    with pytest.raises(IndexError):  # on the CPU: on CUDA a device-side assert ends the process
+        module.pattern(*inputs)
+    inputs = on(device, inputs)
+    out = module.replacement_func()(*module.replacement_args(*inputs))
+    assert out[:, :, 1].isnan().all()
+    inputs[2] = inputs[2].clone()
+    inputs[2][1, 3] = 0
+    rest = [0, 2, 3]
+    torch.testing.assert_close(out[:, :, rest], module.pattern(*inputs)[:, :, rest])
+
+
+@pytest.mark.parametrize(
+    ("case", "error", "message"),
+    [
+        ("bool-index", TypeError, "int64 or int32 index"),
+        ("uint8-index", TypeError, "int64 or int32 index"),
+        ("float-index", TypeError, "int64 or int32 index"),
+        ("regrouped-view", ValueError, "split the 8 indices as \\[queries, keys\\]"),
+        ("softmax-dim-broadcast", ValueError, "broadcast along the softmax dim"),
+        ("empty-table", IndexError, "empty table"),
+        ("empty-index", ValueError, "empty gather"),
+        ("0d-table", IndexError, "0-d table"),
+        ("tensor-divisor", TypeError, "numeric divisor"),
+        ("dropout-p", ValueError, "dropout probability"),
+    ],
+)
+def test_rel_pos_replacement_refuses_what_the_kernel_does_not_implement(
+    load_rule, device, case, error, message
+):
+    module = load_rule(PASS, REL_POS)
+    gen = torch.Generator().manual_seed(19)
+    scores, index = torch.randn(2, 2, 4, 4, generator=gen), _relative_position_index(2)
+    table = _table(9, 2, torch.float32, gen)
+    divisor, sizes, p = 2.0, (4, 4, -1), 0.0
+    if case == "bool-index":
+        index = index > 3
+    elif case == "uint8-index":
+        index = index.to(torch.uint8)
+    elif case == "float-index":
+        index = index.float()
+    elif case == "regrouped-view":
+        # eager views the gathered [8, 4] as [4, 4, 2]: each bias value mixes two indices
+        index, table = index.flatten()[:8], _table(9, 4, torch.float32, gen)
+        module.pattern(scores, divisor, index, table, *sizes, p)
+    elif case == "softmax-dim-broadcast":
+        index, sizes = index[0], (4, 1, -1)  # a bias [1, 2, 4, 1]: eager broadcasts it
+        module.pattern(scores, divisor, index, table, *sizes, p)
+    elif case == "empty-table":
+        table = table[:0]
+    elif case == "empty-index":
+        index = index[:0]
+    elif case == "0d-table":
+        table = torch.tensor(1.0)
+    elif case == "tensor-divisor":
+        divisor = torch.tensor(2.0)
+    elif case == "dropout-p":
+        p = 1.5
+    inputs = on(device, [scores, divisor, index, table, *sizes, p])
+    with pytest.raises(error, match=message):
+        module.replacement_func()(*module.replacement_args(*inputs))
+
+
+@pytest.mark.gpu
+def test_rel_pos_replacement_refuses_operands_on_two_devices(load_rule, device):
+    if device != "cuda":
+        pytest.skip("needs the scores on a GPU and the index on the CPU")
+    module = load_rule(PASS, REL_POS)
+    scores, table = on(device, [torch.randn(1, 2, 4, 4), torch.randn(9, 2)])
+    inputs = [scores, 2.0, _relative_position_index(2), table, 4, 4, -1, 0.0]
+    with pytest.raises(ValueError, match="on one device"):
+        module.replacement_func()(*module.replacement_args(*inputs))
+
+
+# --- FusedRelPosBiasShiftedWindowSoftmaxDropout: the same, with the shifted block's mask ---
+
+
+def test_rel_pos_shifted_pattern_matches_the_shifted_window_block(load_rule):
+    module = load_rule(PASS, REL_POS_SHIFTED)
+    assert len(find_matches(module.pattern, sample_graph(SWIN_224))) == 0
+    (match,) = find_matches(module.pattern, sample_graph(SWIN))
+    scores, divisor, index, table, *sizes, mask = match.placeholder_nodes[:8]
+    assert scores.target is torch.matmul and divisor == 4.0 and sizes == [4, 4, -1]
+    assert "relative_position_index" in index.name and "relative_position_bias_table" in table.name
+    assert mask.op == "get_attr"  # the constant window mask [1, W, 1, N, N]
+    assert match.placeholder_nodes[8:] == [1, 16, 2, 4, 4, -1, 2, 4, 4, 0.0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rel_pos_shifted_replacement_equals_eager_on_real_swin_values(
+    load_rule, device, dtype, monkeypatch
+):
+    module = load_rule(PASS, REL_POS_SHIFTED)
+    _fast_path_only(module, monkeypatch)
+    inputs = on(device, cast_floats(captured_inputs(SWIN, module.pattern), dtype))
+    assert inputs[7].shape == (1, 16, 1, 4, 4) and set(inputs[7].unique().tolist()) == {0, -100}
+    assert_replacement_matches(module, inputs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("B", "W", "H", "w", "mask_form", "view_0", "divisor", "table_dtype"),
+    [
+        (2, 4, 3, 7, "swin", 2, 5.656854249492381, None),  # Swin-T's window: the fast path
+        (1, 4, 2, 3, "3d", -1, 8, None),  # mask [W, 1, N, N] broadcast, -1 view, int divisor
+        (2, 2, 3, 2, "per-head", 2, 2.0, None),  # a mask that varies over images and heads
+        (1, 2, 2, 3, "swin", 1, 2.0, torch.float32),  # a float32 table: promoted sums
+    ],
+    ids=["n49-swin", "n9-broadcast-mask", "n4-full-mask", "n9-fp32-table"],
+)
+def test_rel_pos_shifted_replacement_equals_eager_on_other_shapes(
+    load_rule, device, dtype, B, W, H, w, mask_form, view_0, divisor, table_dtype
+):
+    module = load_rule(PASS, REL_POS_SHIFTED)
+    real_scores = captured_inputs(SWIN, module.pattern)[0]
+    gen = torch.Generator().manual_seed(23)
+    N = w * w
+    mask = _window_mask(W, N, gen, dtype)
+    if mask_form == "swin":
+        mask = mask.unsqueeze(1).unsqueeze(0)
+    elif mask_form == "3d":
+        mask = mask.unsqueeze(1)
+    else:
+        mask = (torch.randn(B, W, H, N, N, generator=gen) * 3).to(dtype)
+    inputs = [
+        like(real_scores, (B * W, H, N, N), dtype, gen),
+        divisor,
+        _relative_position_index(w),
+        _table((2 * w - 1) ** 2, H, table_dtype or dtype, gen),
+        *(N, N, -1),
+        mask,
+        *(view_0, W, H, N, N),
+        *(-1, H, N, N),
+        0.0,
+    ]
+    assert_replacement_matches(module, on(device, inputs))
+
+
+def test_rel_pos_shifted_replacement_refuses_what_it_does_not_implement(load_rule, device):
+    module = load_rule(PASS, REL_POS_SHIFTED)
+    scores, index, table, mask = on(
+        device,
+        [
+            torch.randn(4, 2, 4, 4),
+            _relative_position_index(2),
+            torch.randn(9, 2),
+            torch.zeros(1, 4, 1, 4, 4),
+        ],
+    )
+    bias = (scores, 2.0, index, table, 4, 4, -1)
+    # softmax over rows of 8: not the rows the scores are read in
+    args = module.replacement_args(*bias, mask, 1, 4, 2, 4, 4, -1, 2, 2, 8, 0.0)
+    with pytest.raises(ValueError, match="unsupported views"):
+        module.replacement_func()(*args)
+    args = module.replacement_args(*bias, None, 1, 4, 2, 4, 4, -1, 2, 4, 4, 0.0)
+    with pytest.raises(TypeError, match="tensor window mask"):
+        module.replacement_func()(*args)
+    args = module.replacement_args(
+        *bias[:2], index > 0, *bias[3:], mask, 1, 4, 2, 4, 4, -1, 2, 4, 4, 0.0
+    )
+    with pytest.raises(TypeError, match="int64 or int32 index"):
         module.replacement_func()(*args)

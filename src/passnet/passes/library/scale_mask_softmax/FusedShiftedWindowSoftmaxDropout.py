@@ -30,7 +30,9 @@ one dtype, contiguous, views that split and re-merge the window-batch dim); othe
 dtypes, layouts and broadcasts are handled by copying the bias or mask to a
 contiguous layout the kernel reads with the same index arithmetic. The dtype
 helpers (``_promote``, ``_broadcast_shape``, ``_next_pow2``, the ``_round`` device
-function) are ``FusedScaleMaskSoftmax``'s, imported from that rule file.
+function) are ``FusedScaleMaskSoftmax``'s, imported from that rule file; the row
+arithmetic (``_window_softmax_rows``) and the views' and mask's checks
+(``_window_layout``) are shared with ``FusedRelPosBiasShiftedWindowSoftmaxDropout``.
 """
 
 import math
@@ -45,7 +47,7 @@ _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _SAME_KIND_MODE = {torch.float32: 0, torch.float16: 13, torch.bfloat16: 26}
 
 
-def _resolve_view(sizes, numel):
+def _resolve_view(sizes, numel, rule="FusedShiftedWindowSoftmaxDropout"):
     """The sizes of ``view(*sizes)`` of ``numel`` elements, with a -1 worked out."""
     known = 1
     for s in sizes:
@@ -53,10 +55,65 @@ def _resolve_view(sizes, numel):
             known *= int(s)
     sizes = [int(s) if s != -1 else (numel // known if known else 0) for s in sizes]
     if math.prod(sizes) != numel:
-        raise ValueError(
-            f"FusedShiftedWindowSoftmaxDropout: cannot view {numel} elements as {sizes}"
-        )
+        raise ValueError(f"{rule}: cannot view {numel} elements as {sizes}")
     return sizes
+
+
+def _window_layout(shape, mask, view_5d, view_4d, rule="FusedShiftedWindowSoftmaxDropout"):
+    """How the kernel reads the window mask added to ``s.view(*view_5d)``, ``s`` the sum of the
+    scaled scores and the bias (of broadcast ``shape``), and the output's ``view(*view_4d)``.
+
+    Returns ``(out_shape, mask, P, Q)``: the mask as a contiguous ``[W, NR, N]`` read at row
+    ``((r // P) * Q + r % Q) mod (W * NR)`` when it is constant over the batch and the heads
+    (as Swin's), else expanded to the 5-d view and copied, read row by row (``P = Q = 1``).
+    """
+    n = math.prod(shape)
+    view = _resolve_view(view_5d, n, rule)
+    B, W, H, NR, N = view
+    out_shape = _resolve_view(view_4d, n, rule)
+    m_sizes = [1] * (5 - mask.dim()) + list(mask.shape)
+    # The softmax rows must be the rows of every view, and the mask must not enlarge the
+    # 5-d view it is added to (the output would not be the scores' rows).
+    if (
+        not shape
+        or shape[-1] != N
+        or out_shape[-1] != N
+        or len(m_sizes) != 5
+        or any(ms not in (1, s) for ms, s in zip(m_sizes, view))
+    ):
+        raise ValueError(
+            f"{rule}: unsupported views: scores {tuple(shape)} viewed as {view} plus a mask "
+            f"{tuple(mask.shape)}, viewed as {out_shape}"
+        )
+    if m_sizes[0] == 1 and m_sizes[2] == 1 and m_sizes[4] == N:
+        mask = mask.reshape(m_sizes[1], m_sizes[3], N).expand(W, NR, N)
+        P, Q = H * NR, NR
+    else:
+        mask = mask.expand(view)
+        P, Q = 1, 1
+    if not mask.is_contiguous():
+        mask = mask.contiguous()
+    return out_shape, mask, P, Q
+
+
+@triton.jit
+def _window_softmax_rows(x, b, m, row_ok, col_ok, divisor, MODE: tl.constexpr):
+    # softmax((x / divisor + b) + m) over rows of fp32 values, rounded where eager stores.
+    # MODE = SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND + 27 * RECIPROCAL.
+    SCORE_KIND: tl.constexpr = MODE % 3
+    SUM1_KIND: tl.constexpr = (MODE // 3) % 3
+    SUM2_KIND: tl.constexpr = (MODE // 9) % 3
+    RECIPROCAL: tl.constexpr = MODE // 27
+    # The divisor arrives as fp32, as eager converts the Python scalar to the op's math type.
+    if RECIPROCAL:
+        x = x * tl.math.div_rn(1.0, divisor)
+    else:
+        x = tl.math.div_rn(x, divisor)
+    z = _round(_round(_round(x, SCORE_KIND) + b, SUM1_KIND) + m, SUM2_KIND)
+    z = tl.where(col_ok[None, :], z, float("-inf"))  # padding drops out of the softmax
+    z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end stay finite (never stored)
+    e = tl.exp(z - tl.max(z, axis=1)[:, None])
+    return _round(e / tl.sum(e, axis=1)[:, None], SUM2_KIND)
 
 
 @triton.jit
@@ -80,11 +137,6 @@ def _shifted_window_softmax_kernel(
     # window mask: contiguous [m_rows, N], row r reads mask row ((r // P) * Q + r % Q) % m_rows:
     # a [W, NR, N] mask with P = heads * NR, Q = NR (window (r // P) mod W, query r mod NR),
     # or a mask of every row with P = Q = 1.
-    # MODE = SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND + 27 * RECIPROCAL.
-    SCORE_KIND: tl.constexpr = MODE % 3
-    SUM1_KIND: tl.constexpr = (MODE // 3) % 3
-    SUM2_KIND: tl.constexpr = (MODE // 9) % 3
-    RECIPROCAL: tl.constexpr = MODE // 27
     BLOCK_R: tl.constexpr = (4096 + BLOCK_N - 1) // BLOCK_N  # ~4K elements: whole rows
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_N)
@@ -97,16 +149,7 @@ def _shifted_window_softmax_kernel(
     b = tl.load(b_ptr + b_offs, mask=ok, other=0.0).to(tl.float32)
     m_row = ((rows // P) * Q + rows % Q) % m_rows
     m = tl.load(m_ptr + m_row[:, None] * N + cols[None, :], mask=ok, other=0.0).to(tl.float32)
-    # The divisor arrives as fp32, as eager converts the Python scalar to the op's math type.
-    if RECIPROCAL:
-        x = x * tl.math.div_rn(1.0, divisor)
-    else:
-        x = tl.math.div_rn(x, divisor)
-    z = _round(_round(_round(x, SCORE_KIND) + b, SUM1_KIND) + m, SUM2_KIND)
-    z = tl.where(col_ok[None, :], z, float("-inf"))  # padding drops out of the softmax
-    z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end stay finite (never stored)
-    e = tl.exp(z - tl.max(z, axis=1)[:, None])
-    y = _round(e / tl.sum(e, axis=1)[:, None], SUM2_KIND)
+    y = _window_softmax_rows(x, b, m, row_ok, col_ok, divisor, MODE)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -133,33 +176,16 @@ def _general(scores, divisor, bias, mask, view_5d, view_4d, p):
         shape = _broadcast_shape(scores.shape, bias.shape)
         if shape != list(scores.shape):  # rare: the bias is the larger operand
             scores = scores.expand(shape)
-    n = math.prod(shape)
-    view = _resolve_view(view_5d, n)
-    B, W, H, NR, N = view
-    out_shape = _resolve_view(view_4d, n)
-    m_sizes = [1] * (5 - mask.dim()) + list(mask.shape)
-    # The softmax rows must be the rows of every view, and the mask must not enlarge the
-    # 5-d view it is added to (the output would not be the scores' rows).
-    if (
-        not shape
-        or shape[-1] != N
-        or out_shape[-1] != N
-        or len(m_sizes) != 5
-        or any(ms not in (1, s) for ms, s in zip(m_sizes, view))
-    ):
-        raise ValueError(
-            "FusedShiftedWindowSoftmaxDropout: unsupported views: scores "
-            f"{tuple(scores.shape)} viewed as {view} plus a mask {tuple(mask.shape)}, "
-            f"viewed as {out_shape}"
-        )
+    out_shape, mask, P, Q = _window_layout(shape, mask, view_5d, view_4d)
     out = torch.empty(out_shape, dtype=out_dtype, device=scores.device)
+    n = math.prod(shape)
     if n == 0:
         return out
+    N = shape[-1]
     if not scores.is_contiguous():
         scores = scores.contiguous()
     # Few arguments keep Triton's launch short: the bias by row period when it broadcasts
-    # over leading dims only, the mask as a contiguous [W, NR, N] when it is constant over
-    # the batch and the heads (as Swin's); other layouts are copied.
+    # over leading dims only (other layouts are copied), the mask as _window_layout has it.
     trailing = list(bias.shape)
     while trailing and trailing[0] == 1:
         trailing = trailing[1:]
@@ -167,14 +193,6 @@ def _general(scores, divisor, bias, mask, view_5d, view_4d, p):
         bias = bias.expand(shape)
     if not bias.is_contiguous():
         bias = bias.contiguous()
-    if m_sizes[0] == 1 and m_sizes[2] == 1 and m_sizes[4] == N:
-        mask = mask.reshape(m_sizes[1], m_sizes[3], N).expand(W, NR, N)
-        P, Q = H * NR, NR
-    else:
-        mask = mask.expand(view)
-        P, Q = 1, 1
-    if not mask.is_contiguous():
-        mask = mask.contiguous()
     n_rows = n // N
     block_n = _next_pow2(N)
     block_r = max(1, 4096 // block_n)  # as the kernel derives it
