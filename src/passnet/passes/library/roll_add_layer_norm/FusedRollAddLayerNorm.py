@@ -65,8 +65,6 @@ def _roll_add_layer_norm_kernel(
     H,
     W,
     C,
-    WH,
-    WW,
     shift_h,
     shift_w,
     eps,
@@ -88,13 +86,11 @@ def _roll_add_layer_norm_kernel(
     col_ok = cols < C
     ok = row_ok[:, None] & col_ok[None, :]
     rows = b * (H * W) + pos
-    # windows: contiguous [B, H // WH, W // WW, WH, WW, C] (Swin's window layout; WH = WW = 1
-    # is a plain [B, H, W, C]); residual, sum and out: contiguous [B * H * W, C].
+    # windows: contiguous [B, H, W, C]; residual, sum and out: contiguous [B * H * W, C].
     # torch.roll: out[i] = in[(i - shift) mod n]; shifts arrive normalised to [0, n).
     src_h = (pos // W + H - shift_h) % H
     src_w = (pos % W + W - shift_w) % W
-    win = (b * (H // WH) + src_h // WH) * (W // WW) + src_w // WW
-    x_off = ((win * WH + src_h % WH) * WW + src_w % WW) * C
+    x_off = ((b * H + src_h) * W + src_w) * C
     x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=ok, other=0.0)
     o_off = rows[:, None] * C + cols[None, :]
     r = tl.load(r_ptr + o_off, mask=ok, other=0.0)
@@ -192,8 +188,6 @@ def _general(
         H,
         W,
         C,
-        1,
-        1,
         shifts[0] % H,
         shifts[1] % W,
         float(eps),
@@ -262,8 +256,6 @@ def fused_roll_add_layer_norm(
                 H,
                 W,
                 size_2,
-                1,
-                1,
                 shifts[0] % H,
                 shifts[1] % W,
                 eps,
