@@ -79,10 +79,8 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "roll_add_layer_norm",
-        "Swin window merge (eval dropout, views, permute, contiguous) + roll-back (torch.roll) "
-        "+ view + residual add + layer_norm, returning both the sum and the normalised tensor "
-        "-> one kernel with index arithmetic for the window layout and the roll; also the "
-        "unshifted blocks' merge without the roll, and the roll without the merge",
+        "Swin window roll-back (torch.roll) + view + residual add + layer_norm, returning "
+        "both the sum and the normalised tensor -> one kernel with index arithmetic for the roll",
         (_SWIN,),
     ),
     ReferencePass(
@@ -104,8 +102,9 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "scale_mask_softmax",
-        "attention scores / scalar + additive mask or bias (also Swin's shifted-window mask "
-        "through views) + softmax(dim=-1) [+ eval dropout] -> one row-wise kernel",
+        "attention scores / scalar + additive mask or bias (Swin's relative-position bias "
+        "gathered from its table inside the kernel; also Swin's shifted-window mask through "
+        "views) + softmax(dim=-1) [+ eval dropout] -> one row-wise kernel",
         (_SWIN, _SWIN_224),
     ),
 )
