@@ -329,6 +329,7 @@ def test_rel_pos_replacement_equals_eager_on_real_swin_values(
         "strided-operands",  # a transposed table and transposed scores, copied
         "negative-index",  # indices counting from the table's end, as eager reads them
         "larger-bias",  # scores [B, 1, N, N] broadcast to the bias's 2 heads
+        "keys-broadcast",  # an index of N entries viewed (N, 1, -1): a bias [1, H, N, 1]
     ],
 )
 def test_rel_pos_replacement_equals_eager_on_other_shapes(load_rule, device, dtype, variant):
@@ -356,6 +357,8 @@ def test_rel_pos_replacement_equals_eager_on_other_shapes(load_rule, device, dty
         assert int(index.min()) < 0
     elif variant == "larger-bias":
         scores = scores[:, :1]
+    elif variant == "keys-broadcast":  # broadcast along the softmax dim
+        index, sizes = index[:, 2].contiguous(), (N, 1, -1)
     inputs = [scores, divisor, index, table, *sizes, 0.0]
     assert_replacement_matches(module, on(device, inputs))
 
@@ -385,9 +388,12 @@ def test_rel_pos_out_of_range_index_gives_nan_rows_where_eager_raises(load_rule,
     [
         ("bool-index", TypeError, "int64 or int32 index"),
         ("uint8-index", TypeError, "int64 or int32 index"),
-        ("float-index", TypeError, "int64 or int32 index"),
+        ("float-index", IndexError, "must be long, int, byte or bool tensors, got a torch.float32"),
+        ("int16-index", IndexError, "must be long, int, byte or bool tensors, got a torch.int16"),
+        ("transposed-index", RuntimeError, "view size is not compatible"),
+        ("two-inferred-sizes", RuntimeError, "only one dimension can be inferred"),
+        ("0d-scores", ValueError, "0-dim scores of torch.float32 with a torch.float16 table"),
         ("regrouped-view", ValueError, "split the 8 indices as \\[queries, keys\\]"),
-        ("softmax-dim-broadcast", ValueError, "broadcast along the softmax dim"),
         ("empty-table", IndexError, "empty table"),
         ("empty-index", ValueError, "empty gather"),
         ("0d-table", IndexError, "0-d table"),
@@ -409,13 +415,23 @@ def test_rel_pos_replacement_refuses_what_the_kernel_does_not_implement(
         index = index.to(torch.uint8)
     elif case == "float-index":
         index = index.float()
+        with pytest.raises(error, match="must be long, int, byte or bool tensors"):
+            module.pattern(scores, divisor, index, table, *sizes, p)
     elif case == "regrouped-view":
         # eager views the gathered [8, 4] as [4, 4, 2]: each bias value mixes two indices
         index, table = index.flatten()[:8], _table(9, 4, torch.float32, gen)
         module.pattern(scores, divisor, index, table, *sizes, p)
-    elif case == "softmax-dim-broadcast":
-        index, sizes = index[0], (4, 1, -1)  # a bias [1, 2, 4, 1]: eager broadcasts it
-        module.pattern(scores, divisor, index, table, *sizes, p)
+    elif case == "int16-index":
+        index = index.to(torch.int16)
+    elif case in ("transposed-index", "two-inferred-sizes"):
+        if case == "transposed-index":  # eager's index.view(-1) raises
+            index = index.t()
+        else:  # one index viewed (-1, -1, 2): eager's view raises
+            scores, index, sizes = scores[:, :, :1, :1], index[:1, :1], (-1, -1, 2)
+        with pytest.raises(error, match=message):
+            module.pattern(scores, divisor, index, table, *sizes, p)
+    elif case == "0d-scores":  # eager's sum takes the table's dtype: not modelled
+        scores, table = torch.tensor(1.5), table.half()
     elif case == "empty-table":
         table = table[:0]
     elif case == "empty-index":
@@ -530,3 +546,69 @@ def test_rel_pos_shifted_replacement_refuses_what_it_does_not_implement(load_rul
     )
     with pytest.raises(TypeError, match="int64 or int32 index"):
         module.replacement_func()(*args)
+
+
+def test_rel_pos_general_path_runs_under_the_dispatch_guard(load_rule, device):
+    """The general path's eager checks (index.view(-1), the bias view on a meta tensor) and
+    its copies reach ATen only through ops the guard allows."""
+    from passnet.passes._guard import DispatchGuard
+
+    guard = DispatchGuard()
+    gen = torch.Generator().manual_seed(29)
+    N, H, B, W = 4, 2, 2, 3
+    index, table = _relative_position_index(2), torch.randn(H, 9, generator=gen).t()
+    scores = torch.randn(B * W, H, N, N, generator=gen).transpose(-1, -2)
+    mask = torch.randn(1, W, 1, N, N, generator=gen)
+    cases = [
+        (REL_POS, [scores, 3, index.int(), table, N, N, -1, 0]),
+        (REL_POS, [scores, 2.0, index[:, 1].contiguous(), table, N, 1, -1, 0.0]),
+        (
+            REL_POS_SHIFTED,
+            [scores, 3, index, table, N, N, -1, mask, B, W, H, N, N, -1, H, N, N, 0],
+        ),
+    ]
+    for rule, inputs in cases:
+        module = load_rule(PASS, rule)
+        inputs = on(device, inputs)
+        with torch.no_grad(), guard.checking():
+            actual = guard.call(rule, module.replacement_func(), module.replacement_args(*inputs))
+        expected = module.pattern(*inputs)
+        torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-5)
+    with guard.checking():  # eager's view checks raise as eager's own errors
+        module = load_rule(PASS, REL_POS)
+        inputs = on(device, [scores, 2.0, index.t(), table, N, N, -1, 0.0])
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            guard.call(REL_POS, module.replacement_func(), module.replacement_args(*inputs))
+
+
+@pytest.mark.parametrize(
+    ("rule", "operand"),
+    [
+        (RULE, "mask"),
+        ("FusedShiftedWindowSoftmaxDropout", "mask"),
+        ("FusedShiftedWindowSoftmaxDropout", "bias"),
+        (REL_POS_SHIFTED, "window mask"),
+    ],
+)
+def test_zero_dim_operand_of_another_dtype_is_refused(load_rule, device, rule, operand):
+    """Eager lets a 0-dim operand defer to the dimensioned one's dtype (a float32 0-dim mask
+    with float16 scores gives float16); the rules refuse it rather than promote by dtype."""
+    module = load_rule(PASS, rule)
+    gen = torch.Generator().manual_seed(31)
+    scores = torch.randn(6, 2, 4, 4, generator=gen).half()
+    zero = torch.tensor(-1.0)
+    views = (2, 3, 2, 4, 4, -1, 2, 4, 4, 0.0)
+    if rule == RULE:
+        inputs = [scores, zero, 2.0]
+    elif rule == REL_POS_SHIFTED:
+        table = _table(9, 2, torch.float16, gen)
+        inputs = [scores, 2.0, _relative_position_index(2), table, 4, 4, -1, zero, *views]
+    else:
+        bias = torch.randn(1, 2, 4, 4, generator=gen).half()
+        mask = torch.randn(1, 3, 1, 4, 4, generator=gen).half()
+        bias, mask = (zero, mask) if operand == "bias" else (bias, zero)
+        inputs = [scores, bias, 2.0, mask, *views]
+    assert module.pattern(*inputs).dtype == torch.float16
+    inputs = on(device, inputs)
+    with pytest.raises(ValueError, match=f"{rule}: a 0-dim {operand} of torch.float32"):
+        module.replacement_func()(*module.replacement_args(*inputs))

@@ -37,12 +37,11 @@ import math
 import torch
 from pass_dir.FusedRelPosBiasSoftmaxDropout import (
     _bias_layout,
-    _check_scalars,
     _launch,
     _rel_pos_bias_softmax_kernel,
 )
 from pass_dir.FusedScaleMaskSoftmax import _next_pow2, _promote
-from pass_dir.FusedShiftedWindowSoftmaxDropout import _window_layout
+from pass_dir.FusedShiftedWindowSoftmaxDropout import _check_scalars, _window_layout
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # MODE of the fast path (all of one dtype): SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND.
@@ -60,7 +59,13 @@ def _general(scores, divisor, index, table, sizes, mask, view_5d, view_4d, p):
         )
     if mask.device != scores.device:
         raise ValueError(f"{_RULE} needs the window mask on the scores' device, got {mask.device}")
-    shape, scores, index, table, s_i = _bias_layout(scores, index, table, sizes, _RULE)
+    shape, scores, index, table, s_i, s_j = _bias_layout(scores, index, table, sizes, _RULE)
+    if mask.dim() == 0 and mask.dtype != _promote(scores.dtype, table.dtype):
+        raise ValueError(
+            f"{_RULE}: a 0-dim window mask of {mask.dtype} added to a "
+            f"{_promote(scores.dtype, table.dtype)} sum is not supported (eager's type "
+            "promotion lets a 0-dim operand defer to the other's dtype)"
+        )
     out_shape, mask, P, Q = _window_layout(shape, mask, view_5d, view_4d, _RULE)
     sum1_dtype = _promote(scores.dtype, table.dtype)
     out_dtype = _promote(sum1_dtype, mask.dtype)
@@ -72,7 +77,7 @@ def _general(scores, divisor, index, table, sizes, mask, view_5d, view_4d, p):
             + 9 * _KIND[out_dtype]
             + (27 if scores.is_cuda else 0)
         )
-        _launch(scores, index, table, mask, out, shape, s_i, P, Q, divisor, mode)
+        _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode)
     return out
 
 
@@ -135,6 +140,7 @@ def fused_rel_pos_bias_shifted_window_softmax_dropout(
                     v4,
                     v4,
                     v4,
+                    1,
                     v2,
                     t_shape[0],
                     v1 * v3,

@@ -26,12 +26,16 @@ rounded to their dtypes as eager stores them, the softmax in fp32; eager on CUDA
 by a Python scalar as a multiplication by its fp32 reciprocal, on CPU as a true division).
 
 The wrapper has a fast path for the real case (float divisor and ``p``, scores and table
-of one dtype, an int64 index of N*N elements, views ``(N, N, -1)``, all contiguous on one
-device): one allocation and one launch. The general path takes other dtypes, an int32
-index of any shape, a non-contiguous table (copied), views ``(NQ, NK, C)`` with a bias
-broadcast over the queries or the heads, and refuses with a precise error what the kernel
-cannot do (a bias broadcast along the softmax dim, a view that regroups the table's
-columns, bool/uint8 mask indexing, an empty table). The kernel is shared with the
+of one dtype, a contiguous int64 index of N*N elements in any shape, views ``(N, N, -1)``,
+all contiguous on one device): one allocation and one launch. The general path first runs
+eager's own checks with ops the guard allows (``index.view(-1)`` on the index, the bias
+view on a meta tensor of the gathered shape: a transposed index or a view ``(-1, -1, C)``
+raises as in eager; an index of another dtype raises eager's ``IndexError``), then takes
+other dtypes, an int64 or int32 index of any shape, a non-contiguous table (copied), views
+``(NQ, NK, C)`` with a bias broadcast over the queries, the heads or the softmax dim
+(``NK == 1``), and refuses with a precise error what the kernel cannot do (a view that
+regroups the table's columns, bool/uint8 mask indexing, an empty table, 0-dim scores of a
+dtype other than the table's: eager's promotion then takes the table's dtype). The kernel is shared with the
 shifted-window rule (``HAS_MASK``); its row arithmetic is ``FusedScaleMaskSoftmax``'s
 ``_softmax_rows`` and ``FusedShiftedWindowSoftmaxDropout``'s ``_window_softmax_rows``.
 """
@@ -42,7 +46,11 @@ import torch
 import triton
 import triton.language as tl
 from pass_dir.FusedScaleMaskSoftmax import _broadcast_shape, _next_pow2, _promote, _softmax_rows
-from pass_dir.FusedShiftedWindowSoftmaxDropout import _resolve_view, _window_softmax_rows
+from pass_dir.FusedShiftedWindowSoftmaxDropout import (
+    _check_scalars,
+    _resolve_view,
+    _window_softmax_rows,
+)
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # MODE of the fast path (scores, sum and output of one dtype): SCORE_KIND + 3 * SUM_KIND.
@@ -61,6 +69,7 @@ def _rel_pos_bias_softmax_kernel(
     NQ,
     N,
     S_I,
+    S_J,
     C,
     T,
     m_rows,
@@ -72,8 +81,9 @@ def _rel_pos_bias_softmax_kernel(
     BLOCK_N: tl.constexpr,
 ):
     # scores and out: contiguous [n_rows, N] = [..., heads, NQ, N]; table: contiguous [T, C];
-    # index: contiguous, row r reads index[(r % NQ) * S_I + j] (S_I = N, or 0 for a bias
-    # broadcast over the queries) and the table's column (r // NQ) % C (C = heads, or 1).
+    # index: contiguous, row r reads index[(r % NQ) * S_I + j * S_J] (S_I = N, or 0 for a bias
+    # broadcast over the queries; S_J = 1, or 0 for one broadcast along the softmax dim) and
+    # the table's column (r // NQ) % C (C = heads, or 1).
     # HAS_MASK: the shifted window's mask, contiguous [m_rows, N], at row
     # ((r // P) * Q + r % Q) % m_rows (see FusedShiftedWindowSoftmaxDropout's kernel);
     # MODE is _window_softmax_rows' then, else _softmax_rows'.
@@ -85,7 +95,7 @@ def _rel_pos_bias_softmax_kernel(
     ok = row_ok[:, None] & col_ok[None, :]
     offs = rows[:, None] * N + cols[None, :]
     x = tl.load(x_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    i_offs = ((rows % NQ) * S_I)[:, None] + cols[None, :]
+    i_offs = ((rows % NQ) * S_I)[:, None] + (cols * S_J)[None, :]
     idx = tl.load(idx_ptr + i_offs, mask=ok, other=0).to(tl.int64)
     idx = tl.where(idx < 0, idx + T, idx)  # eager's negative indices count from the end
     hit = ok & (idx >= 0) & (idx < T)  # out of range: not read, a NaN bias
@@ -100,22 +110,16 @@ def _rel_pos_bias_softmax_kernel(
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def _check_scalars(divisor, p, rule):
-    """What eager checks of the divisor and of the eval dropout's ``p``."""
-    if not isinstance(divisor, (int, float)) or not isinstance(p, (int, float)):
-        raise TypeError(f"{rule} needs a numeric divisor and dropout p, got {divisor!r} and {p!r}")
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
 def _bias_layout(scores, index, table, sizes, rule):
     """Check ``table[index.view(-1)].view(*sizes).permute(2, 0, 1).unsqueeze(0)`` as the bias
-    of ``scores`` and find how the kernel gathers it; nothing is read from ``index``.
+    of ``scores`` (eager's view checks included) and find how the kernel gathers it; nothing
+    is read from ``index``.
 
-    Returns ``(shape, scores, index, table, s_i)``: the broadcast shape of the scores and the
-    bias ``[1, C, NQ, NK]``, the scores as a contiguous tensor of that shape, the index and
-    the table contiguous (the table as ``T`` rows of ``C`` values), and the index's stride
-    per query (``NK``, or 0 for a bias broadcast over the queries).
+    Returns ``(shape, scores, index, table, s_i, s_j)``: the broadcast shape of the scores and
+    the bias ``[1, C, NQ, NK]``, the scores as a contiguous tensor of that shape, the index and
+    the table contiguous (the table as ``T`` rows of ``C`` values), and the index's strides
+    per query (``NK``, or 0 for a bias broadcast over the queries) and per key (1, or 0 for a
+    bias broadcast along the softmax dim).
     """
     if not isinstance(index, torch.Tensor) or not isinstance(table, torch.Tensor):
         raise TypeError(f"{rule} needs a tensor index and table, got {index!r} and {table!r}")
@@ -124,23 +128,38 @@ def _bias_layout(scores, index, table, sizes, rule):
             f"{rule} supports float32/float16/bfloat16 scores and table, got "
             f"{scores.dtype}, {table.dtype}"
         )
-    if index.dtype not in (torch.int64, torch.int32):
+    if index.dtype in (torch.bool, torch.uint8):
         raise TypeError(
             f"{rule} gathers with an int64 or int32 index, got {index.dtype} (eager indexes "
             "with a bool or uint8 tensor as a mask)"
         )
+    if index.dtype not in (torch.int64, torch.int32):
+        raise IndexError(
+            f"{rule}: tensors used as indices must be long, int, byte or bool tensors, got a "
+            f"{index.dtype} index"
+        )
     if table.dim() == 0:
         raise IndexError(f"{rule}: a 0-d table cannot be indexed")
+    if scores.dim() == 0 and scores.dtype != table.dtype:
+        raise ValueError(
+            f"{rule}: 0-dim scores of {scores.dtype} with a {table.dtype} table are not "
+            "supported (eager's type promotion lets a 0-dim operand defer to the other's dtype)"
+        )
     if index.device != scores.device or table.device != scores.device:
         raise ValueError(
             f"{rule} needs the scores, index and table on one device, got {scores.device}, "
             f"{index.device}, {table.device}"
         )
+    # eager's own checks, with allowed ops: index.view(-1) on the index itself (a layout that
+    # cannot be flattened raises as in eager), the bias view on a meta tensor of the gathered
+    # shape (sizes that eager refuses raise as in eager); nothing is read or computed.
+    index.view(-1)
     M, T, C = index.numel(), table.shape[0], math.prod(table.shape[1:])
+    if T == 0 and M:  # eager's gather raises before the view
+        raise IndexError(f"{rule}: {M} indices into an empty table {tuple(table.shape)}")
+    torch.empty((M, *table.shape[1:]), device="meta").view(*sizes)
     if M == 0 or C == 0:
         raise ValueError(f"{rule}: an empty gather ({M} indices into a table {tuple(table.shape)})")
-    if T == 0:
-        raise IndexError(f"{rule}: {M} indices into an empty table {tuple(table.shape)}")
     NQ, NK, c = _resolve_view(sizes, M * C, rule)
     if c != C or NQ * NK != M:
         raise ValueError(
@@ -148,11 +167,6 @@ def _bias_layout(scores, index, table, sizes, rule):
             f"{M} indices as [queries, keys] and keep the table's {C} values per index"
         )
     shape = _broadcast_shape(scores.shape, (1, C, NQ, NK))
-    if NK != shape[-1]:
-        raise ValueError(
-            f"{rule}: a bias [1, {C}, {NQ}, {NK}] broadcast along the softmax dim of "
-            f"{tuple(shape)} is not supported"
-        )
     if list(scores.shape) != shape:  # rare: the bias is the larger operand
         scores = scores.expand(shape)
     if not scores.is_contiguous():
@@ -161,10 +175,10 @@ def _bias_layout(scores, index, table, sizes, rule):
         index = index.contiguous()
     if not table.is_contiguous():
         table = table.contiguous()
-    return shape, scores, index, table, (0 if NQ == 1 else NK)
+    return shape, scores, index, table, (0 if NQ == 1 else NK), (0 if NK == 1 else 1)
 
 
-def _launch(scores, index, table, mask, out, shape, s_i, P, Q, divisor, mode):
+def _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode):
     """The general paths' launch: ``shape`` the scores' (non-empty), ``out`` of its elements."""
     N = shape[-1]
     n_rows = math.prod(shape) // N
@@ -181,6 +195,7 @@ def _launch(scores, index, table, mask, out, shape, s_i, P, Q, divisor, mode):
         shape[-2],
         N,
         s_i,
+        s_j,
         table.numel() // T,
         T,
         1 if mask is None else mask.numel() // N,
@@ -197,12 +212,12 @@ def _launch(scores, index, table, mask, out, shape, s_i, P, Q, divisor, mode):
 def _general(scores, divisor, index, table, sizes, p):
     """Every case the fast path leaves: mixed dtypes, int divisor or p, other views, layouts."""
     _check_scalars(divisor, p, _RULE)
-    shape, scores, index, table, s_i = _bias_layout(scores, index, table, sizes, _RULE)
+    shape, scores, index, table, s_i, s_j = _bias_layout(scores, index, table, sizes, _RULE)
     out_dtype = _promote(scores.dtype, table.dtype)
     out = torch.empty(shape, dtype=out_dtype, device=scores.device)
     if out.numel():
         mode = _KIND[scores.dtype] + 3 * _KIND[out_dtype] + (9 if scores.is_cuda else 0)
-        _launch(scores, index, table, None, out, shape, s_i, 1, 1, divisor, mode)
+        _launch(scores, index, table, None, out, shape, s_i, s_j, 1, 1, divisor, mode)
     return out
 
 
@@ -211,8 +226,8 @@ def fused_rel_pos_bias_softmax_dropout(scores, divisor, index, table, a, b, c, p
     """``dropout(softmax(scores / divisor + table[index.view(-1)].view(a, b, c).permute(2, 0, 1)
     .unsqueeze(0), dim=-1), p, training=False)``."""
     # Fast path (every site of the Swin samples): float divisor and p, scores [B, H, N, N] and
-    # table [T, H] of one dtype, an int64 index of N * N elements, views (N, N, -1 or H),
-    # all contiguous on one device.
+    # table [T, H] of one dtype, a contiguous int64 index of N * N elements (any shape),
+    # views (N, N, -1 or H), all contiguous on one device.
     if (
         type(divisor) is float
         and type(p) is float
@@ -255,6 +270,7 @@ def fused_rel_pos_bias_softmax_dropout(scores, divisor, index, table, a, b, c, p
                     b,
                     b,
                     b,
+                    1,
                     t_shape[1],
                     t_shape[0],
                     1,

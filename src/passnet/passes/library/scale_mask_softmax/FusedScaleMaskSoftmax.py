@@ -44,6 +44,19 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_zero_dim(a, b, names, rule):
+    """Refuse a 0-dim operand of a dtype other than the dimensioned one's: eager's promotion
+    then takes the dimensioned operand's dtype (and rounds the 0-dim one to it first), which
+    ``_promote`` and the kernels' rounding points do not model."""
+    if (a.dim() == 0) != (b.dim() == 0) and a.dtype != b.dtype:
+        zero, other = (names[0], names[1]) if a.dim() == 0 else (names[1], names[0])
+        raise ValueError(
+            f"{rule}: a 0-dim {zero} of {(a if a.dim() == 0 else b).dtype} with a "
+            f"{(b if a.dim() == 0 else a).dtype} {other} is not supported (eager's type "
+            "promotion lets a 0-dim operand defer to the other's dtype)"
+        )
+
+
 def _broadcast_shape(*shapes):
     ndim = max(len(s) for s in shapes)
     out = []
@@ -212,6 +225,7 @@ def _general(scores, divisor, mask):
         raise TypeError(
             f"FusedScaleMaskSoftmax supports float32/float16/bfloat16, got {scores.dtype}, {mask.dtype}"
         )
+    _check_zero_dim(scores, mask, ("scores", "mask"), "FusedScaleMaskSoftmax")
     out_dtype = _promote(scores.dtype, mask.dtype)
     shape = list(scores.shape)
     if mask.shape != scores.shape:

@@ -40,11 +40,26 @@ import math
 import torch
 import triton
 import triton.language as tl
-from pass_dir.FusedScaleMaskSoftmax import _broadcast_shape, _next_pow2, _promote, _round
+from pass_dir.FusedScaleMaskSoftmax import (
+    _broadcast_shape,
+    _check_zero_dim,
+    _next_pow2,
+    _promote,
+    _round,
+)
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # MODE of the fast path (all of one dtype): SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND.
 _SAME_KIND_MODE = {torch.float32: 0, torch.float16: 13, torch.bfloat16: 26}
+_RULE = "FusedShiftedWindowSoftmaxDropout"
+
+
+def _check_scalars(divisor, p, rule):
+    """What eager checks of the divisor and of the eval dropout's ``p``."""
+    if not isinstance(divisor, (int, float)) or not isinstance(p, (int, float)):
+        raise TypeError(f"{rule} needs a numeric divisor and dropout p, got {divisor!r} and {p!r}")
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
 def _resolve_view(sizes, numel, rule="FusedShiftedWindowSoftmaxDropout"):
@@ -69,7 +84,7 @@ def _window_layout(shape, mask, view_5d, view_4d, rule="FusedShiftedWindowSoftma
     """
     n = math.prod(shape)
     view = _resolve_view(view_5d, n, rule)
-    B, W, H, NR, N = view
+    _, W, H, NR, N = view
     out_shape = _resolve_view(view_4d, n, rule)
     m_sizes = [1] * (5 - mask.dim()) + list(mask.shape)
     # The softmax rows must be the rows of every view, and the mask must not enlarge the
@@ -155,13 +170,7 @@ def _shifted_window_softmax_kernel(
 
 def _general(scores, divisor, bias, mask, view_5d, view_4d, p):
     """Every case the fast path leaves: mixed dtypes, int divisor or p, other broadcasts, layouts."""
-    if not isinstance(divisor, (int, float)) or not isinstance(p, (int, float)):
-        raise TypeError(
-            "FusedShiftedWindowSoftmaxDropout needs a numeric divisor and dropout p, "
-            f"got {divisor!r} and {p!r}"
-        )
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_scalars(divisor, p, _RULE)
     if not isinstance(bias, torch.Tensor) or not isinstance(mask, torch.Tensor):
         raise TypeError("FusedShiftedWindowSoftmaxDropout needs a tensor bias and window mask")
     if scores.dtype not in _KIND or bias.dtype not in _KIND or mask.dtype not in _KIND:
@@ -169,7 +178,16 @@ def _general(scores, divisor, bias, mask, view_5d, view_4d, p):
             "FusedShiftedWindowSoftmaxDropout supports float32/float16/bfloat16, got "
             f"{scores.dtype}, {bias.dtype}, {mask.dtype}"
         )
+    _check_zero_dim(scores, bias, ("scores", "bias"), _RULE)
     sum1_dtype = _promote(scores.dtype, bias.dtype)
+    if (scores.dim() == 0 and bias.dim() == 0) != (mask.dim() == 0) and mask.dtype != sum1_dtype:
+        raise ValueError(
+            f"{_RULE}: a 0-dim {'sum' if mask.dim() else 'mask'} of "
+            f"{sum1_dtype if mask.dim() else mask.dtype} with a "
+            f"{mask.dtype if mask.dim() else sum1_dtype} {'mask' if mask.dim() else 'sum'} is "
+            "not supported (eager's type promotion lets a 0-dim operand defer to the other's "
+            "dtype)"
+        )
     out_dtype = _promote(sum1_dtype, mask.dtype)
     shape = list(scores.shape)
     if bias.shape != scores.shape:
