@@ -40,12 +40,13 @@ from pass_dir.FusedRelPosBiasSoftmaxDropout import (
     _launch,
     _rel_pos_bias_softmax_kernel,
 )
-from pass_dir.FusedScaleMaskSoftmax import _next_pow2, _promote
-from pass_dir.FusedShiftedWindowSoftmaxDropout import _check_scalars, _window_layout
+from pass_dir.FusedScaleMaskSoftmax import _KIND, _next_pow2, _promote
+from pass_dir.FusedShiftedWindowSoftmaxDropout import (
+    _SAME_KIND_MODE,
+    _check_scalars,
+    _window_layout,
+)
 
-_KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-# MODE of the fast path (all of one dtype): SCORE_KIND + 3 * SUM1_KIND + 9 * SUM2_KIND.
-_SAME_KIND_MODE = {torch.float32: 0, torch.float16: 13, torch.bfloat16: 26}
 _RULE = "FusedRelPosBiasShiftedWindowSoftmaxDropout"
 
 
@@ -60,14 +61,14 @@ def _general(scores, divisor, index, table, sizes, mask, view_5d, view_4d, p):
     if mask.device != scores.device:
         raise ValueError(f"{_RULE} needs the window mask on the scores' device, got {mask.device}")
     shape, scores, index, table, s_i, s_j = _bias_layout(scores, index, table, sizes, _RULE)
-    if mask.dim() == 0 and mask.dtype != _promote(scores.dtype, table.dtype):
+    sum1_dtype = _promote(scores.dtype, table.dtype)
+    if mask.dim() == 0 and mask.dtype != sum1_dtype:
         raise ValueError(
             f"{_RULE}: a 0-dim window mask of {mask.dtype} added to a "
-            f"{_promote(scores.dtype, table.dtype)} sum is not supported (eager's type "
+            f"{sum1_dtype} sum is not supported (eager's type "
             "promotion lets a 0-dim operand defer to the other's dtype)"
         )
     out_shape, mask, P, Q = _window_layout(shape, mask, view_5d, view_4d, _RULE)
-    sum1_dtype = _promote(scores.dtype, table.dtype)
     out_dtype = _promote(sum1_dtype, mask.dtype)
     out = torch.empty(out_shape, dtype=out_dtype, device=scores.device)
     if math.prod(shape):

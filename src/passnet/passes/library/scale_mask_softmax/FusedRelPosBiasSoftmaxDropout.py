@@ -45,16 +45,20 @@ import math
 import torch
 import triton
 import triton.language as tl
-from pass_dir.FusedScaleMaskSoftmax import _broadcast_shape, _next_pow2, _promote, _softmax_rows
+from pass_dir.FusedScaleMaskSoftmax import (
+    _KIND,
+    _SAME_KIND_MODE,
+    _broadcast_shape,
+    _next_pow2,
+    _promote,
+    _softmax_rows,
+)
 from pass_dir.FusedShiftedWindowSoftmaxDropout import (
     _check_scalars,
     _resolve_view,
     _window_softmax_rows,
 )
 
-_KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-# MODE of the fast path (scores, sum and output of one dtype): SCORE_KIND + 3 * SUM_KIND.
-_SAME_KIND_MODE = {torch.float32: 0, torch.float16: 4, torch.bfloat16: 8}
 _RULE = "FusedRelPosBiasSoftmaxDropout"
 
 
