@@ -215,6 +215,17 @@ def _window_mask(W, N, gen, dtype):
     return ((region[:, None, :] != region[:, :, None]) * -100.0).to(dtype)
 
 
+def _mask_of_form(form, B, W, H, N, gen, dtype):
+    """The window mask as the shifted rules' tests pass it: Swin's ``[1, W, 1, N, N]``, a
+    ``[W, 1, N, N]`` broadcast, or a mask varying over images and heads ``[B, W, H, N, N]``."""
+    mask = _window_mask(W, N, gen, dtype)
+    if form == "swin":
+        return mask.unsqueeze(1).unsqueeze(0)
+    if form == "3d":
+        return mask.unsqueeze(1)
+    return (torch.randn(B, W, H, N, N, generator=gen) * 3).to(dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     ("B", "W", "H", "N", "mask_form", "view_0", "divisor"),
@@ -231,13 +242,7 @@ def test_shifted_replacement_equals_eager_on_other_shapes(
     module = load_rule(PASS, SHIFTED)
     scores, bias, _, _, *_ = captured_inputs(SWIN, module.pattern)
     gen = torch.Generator().manual_seed(5)
-    mask = _window_mask(W, N, gen, dtype)
-    if mask_form == "swin":
-        mask = mask.unsqueeze(1).unsqueeze(0)
-    elif mask_form == "3d":
-        mask = mask.unsqueeze(1)
-    else:
-        mask = (torch.randn(B, W, H, N, N, generator=gen) * 3).to(dtype)
+    mask = _mask_of_form(mask_form, B, W, H, N, gen, dtype)
     inputs = [
         like(scores, (B * W, H, N, N), dtype, gen),
         like(bias, (1, H, N, N), dtype, gen),
@@ -501,13 +506,7 @@ def test_rel_pos_shifted_replacement_equals_eager_on_other_shapes(
     real_scores = captured_inputs(SWIN, module.pattern)[0]
     gen = torch.Generator().manual_seed(23)
     N = w * w
-    mask = _window_mask(W, N, gen, dtype)
-    if mask_form == "swin":
-        mask = mask.unsqueeze(1).unsqueeze(0)
-    elif mask_form == "3d":
-        mask = mask.unsqueeze(1)
-    else:
-        mask = (torch.randn(B, W, H, N, N, generator=gen) * 3).to(dtype)
+    mask = _mask_of_form(mask_form, B, W, H, N, gen, dtype)
     inputs = [
         like(real_scores, (B * W, H, N, N), dtype, gen),
         divisor,
