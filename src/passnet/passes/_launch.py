@@ -114,14 +114,14 @@ class FastRun:
             return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
         if hit is None or warmup:
             return self._slow(key, args, grid, warmup, kwargs)
-        compiled, gx, gy, gz, tail = hit
-        compiled.run(
+        compiled, launcher, function, metadata, gx, gy, gz, tail = hit
+        launcher(
             gx,
             gy,
             gz,
             self.stream(device),
-            compiled.function,
-            compiled.packed_metadata,
+            function,
+            metadata,
             None,
             None,
             None,
@@ -164,7 +164,18 @@ class FastRun:
             return compiled
         if gx * gy * gz <= 0:
             return compiled  # an empty grid launches nothing: left to Triton
-        self.cache[key] = (compiled, gx, gy, gz, tuple(kwargs[name] for name in rest))
+        # Triton's own launch above loaded the kernel: its launcher, function handle and
+        # metadata are fixed from here on (``run`` is a property in recent Triton).
+        self.cache[key] = (
+            compiled,
+            compiled.run,
+            compiled.function,
+            compiled.packed_metadata,
+            gx,
+            gy,
+            gz,
+            tuple(kwargs[name] for name in rest),
+        )
         return compiled
 
 
