@@ -28,6 +28,7 @@ used outside the match).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import operator
@@ -515,19 +516,23 @@ def _op_name(node: Node) -> str:
     return str(name).split(".")[0]
 
 
+@functools.cache
+def _inplace_position(target: Any) -> int | None:
+    """Where ``inplace`` stands in the signature of a torch.nn.functional function, if anywhere."""
+    try:
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index("inplace") if "inplace" in names else None
+
+
 def _positional_inplace(node: Node) -> bool:
     """``F.relu(x, True)``: a torch.nn.functional call whose ``inplace`` is given by position."""
     target = node.target
     if node.op != "call_function" or getattr(target, "__module__", "") != "torch.nn.functional":
         return False
-    try:
-        names = list(inspect.signature(target).parameters)
-    except (TypeError, ValueError):
-        return False
-    if "inplace" not in names:
-        return False
-    at = names.index("inplace")
-    return at < len(node.args) and node.args[at] is True
+    at = _inplace_position(target)
+    return at is not None and at < len(node.args) and node.args[at] is True
 
 
 def _mutated(node: Node) -> Any:
