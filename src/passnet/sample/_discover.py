@@ -7,15 +7,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from passnet.errors import InputFormatError
+from passnet.sample._sample import GRAPH_NET_FILE, INPUT_META_FILE, MODEL_FILE, WEIGHT_META_FILE
 
 __all__ = ["find_samples", "is_sample_dir"]
 
 # Files of a GraphNet sample besides model.py: a folder with one of them but no
 # model.py is a broken sample, not an unrelated folder.
-_SAMPLE_FILES = ("weight_meta.py", "input_meta.py", "graph_hash.txt", "graph_net.json")
+_SAMPLE_FILES = (WEIGHT_META_FILE, INPUT_META_FILE, "graph_hash.txt", GRAPH_NET_FILE)
 # The files that only a sample has (a recursive search takes their folders as samples).
-_META_FILES = ("weight_meta.py", "input_meta.py")
-MODEL_FILE = "model.py"
+_META_FILES = (WEIGHT_META_FILE, INPUT_META_FILE)
 
 
 def _looks_like_sample(path: Path) -> str | None:
@@ -23,7 +23,7 @@ def _looks_like_sample(path: Path) -> str | None:
 
 
 def is_sample_dir(path: Path) -> bool:
-    return (path / "model.py").is_file()
+    return (path / MODEL_FILE).is_file()
 
 
 def _from_list(path: Path, reading: tuple[Path, ...] = ()) -> list[Path]:
@@ -77,7 +77,7 @@ def _find(path: Path, reading: tuple[Path, ...]) -> list[Path]:
             found = _from_list(list_file, reading)
         elif (other := _looks_like_sample(path)) is not None:
             raise InputFormatError(
-                f"sample folder has {other} but no model.py", file=path / "model.py"
+                f"sample folder has {other} but no {MODEL_FILE}", file=path / MODEL_FILE
             )
         else:
             found = sorted(_under(path))
