@@ -23,14 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-from profile_rewrite import e2e_ms  # this folder (the script's own)
+from profile_rewrite import alternating_medians  # this folder (the script's own)
+
+from passnet.evaluate._compare import flatten_outputs
 
 PASSES = (
     "add_layer_norm",
@@ -40,14 +41,6 @@ PASSES = (
     "rms_norm",
     "masked_mean_pooling",
 )
-
-
-def _outputs(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _outputs(v)]
-    return []
 
 
 def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[str, Any]:
@@ -64,15 +57,12 @@ def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[st
         fns[name] = compiler.compile(module, inputs)
     with torch.no_grad():
         equal = all(
-            torch.equal(a, b)
-            for a, b in zip(_outputs(fns["jit"](*inputs)), _outputs(fns["lean"](*inputs)))
+            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(
+                flatten_outputs(fns["jit"](*inputs)), flatten_outputs(fns["lean"](*inputs))
+            )
         )
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    order = list(fns)
-    for r in range(rounds):
-        for name in order if r % 2 == 0 else order[::-1]:
-            times[name].append(e2e_ms(fns[name], inputs, n=reps, warmup=20))
-    med = {name: statistics.median(v) for name, v in times.items()}
+    med, times = alternating_medians(fns, inputs, rounds, reps)
     return {
         "graph": path.name,
         "eager_ms": med["eager"],

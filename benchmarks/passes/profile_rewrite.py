@@ -142,6 +142,20 @@ def e2e_ms(fn: Callable[..., Any], args: list[Any], n: int = 300, warmup: int = 
     return statistics.median(times)
 
 
+def alternating_medians(
+    fns: dict[str, Callable[..., Any]], args: list[Any], rounds: int, reps: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each of ``fns`` timed in ``rounds`` alternating rounds (the order reversed every
+    round), a round being :func:`e2e_ms` of ``reps`` calls; the median over rounds per
+    name, and the rounds themselves."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            times[name].append(e2e_ms(fns[name], args, n=reps, warmup=20))
+    return {name: statistics.median(v) for name, v in times.items()}, times
+
+
 class _TimedInterpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)

@@ -31,14 +31,13 @@ import gc
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-from profile_rewrite import e2e_ms  # this folder (the script's own)
+from profile_rewrite import alternating_medians  # this folder (the script's own)
 
 
 def _subset_dir(pass_dir: Path, rules: list[str], where: Path) -> Path:
@@ -68,17 +67,12 @@ def measure_graph(path: Path, dirs: dict[str, Path], rounds: int, reps: int) -> 
     for name, pass_dir in dirs.items():
         compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=True)
         fns[name] = compiler.compile(module, inputs)
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    order = list(fns)
     gc.collect()
     gc.disable()
     try:
-        for r in range(rounds):
-            for name in order if r % 2 == 0 else order[::-1]:
-                times[name].append(e2e_ms(fns[name], inputs, n=reps, warmup=20))
+        med, times = alternating_medians(fns, inputs, rounds, reps)
     finally:
         gc.enable()
-    med = {name: statistics.median(v) for name, v in times.items()}
     return {
         "graph": path.name,
         "median_ms": med,
