@@ -2,13 +2,15 @@
 """Triton's JIT launch against the harness's lean launch, on the reference tasks' graphs (GPU).
 
 For every graph of the chosen reference tasks, in one process: the eager module and
-the ``pass_mgr`` compiler's rewritten graph twice, once with ``lean_launch`` off
-(every pass kernel launched through Triton's JIT) and once on
-(``passnet.passes._launch``). The three are timed in alternating rounds (the order
-reversed every round), each round the median e2e of ``--reps`` synchronised calls;
-the table gives the median over rounds, the speedups vs eager, and ``lean/jit``,
-the lean graph's time over the JIT graph's. Both rewritten graphs' outputs are
-compared for bitwise equality on the same inputs.
+the ``pass_mgr`` compiler's rewritten graph three times: ``jit`` with ``lean_launch``
+off (every pass kernel launched through Triton's JIT), ``launcher`` with lean keys
+but every launch through the compiled kernel's Python launcher (the lean path before
+direct launches), and ``lean`` as ``pass_mgr`` runs (``passnet.passes._launch``,
+direct launches where the probe allows them). The four are timed in alternating
+rounds (the order reversed every round), each round the median e2e of ``--reps``
+synchronised calls; the table gives the median over rounds, the speedups vs eager,
+``lean/jit`` and ``lean/lnch`` (the lean graph's time over the other two's). The
+rewritten graphs' outputs are compared for bitwise equality on the same inputs.
 
 Usage (torch + triton with a CUDA GPU)::
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -52,15 +55,25 @@ def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[st
     module = sample.build_module("cuda")
     inputs = sample.replay_inputs("cuda", 0)
     fns: dict[str, Any] = {"eager": module}
-    for name, lean in (("jit", False), ("lean", True)):
-        compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=lean)
-        fns[name] = compiler.compile(module, inputs)
+    probed = _launch._probed()
+    for name, lean, direct in (
+        ("jit", False, False),
+        ("launcher", True, False),
+        ("lean", True, True),
+    ):
+        # "launcher": lean keys, but every launch through Triton's Python launcher
+        _launch._probe_result = (*probed[:2], probed[2] and direct)
+        try:
+            compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=lean)
+            fns[name] = compiler.compile(module, inputs)
+        finally:
+            _launch._probe_result = probed
     with torch.no_grad():
+        jit = flatten_outputs(fns["jit"](*inputs))
         equal = all(
             torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
-            for a, b in zip(
-                flatten_outputs(fns["jit"](*inputs)), flatten_outputs(fns["lean"](*inputs))
-            )
+            for name in ("launcher", "lean")
+            for a, b in zip(jit, flatten_outputs(fns[name](*inputs)))
         )
     med, times = alternating_medians(fns, inputs, rounds, reps)
     return {
@@ -68,11 +81,15 @@ def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[st
         "eager_ms": med["eager"],
         "jit_ms": med["jit"],
         "lean_ms": med["lean"],
+        "launcher_ms": med["launcher"],
         "speedup_jit": med["eager"] / med["jit"],
+        "speedup_launcher": med["eager"] / med["launcher"],
         "speedup_lean": med["eager"] / med["lean"],
         "lean_over_jit": med["lean"] / med["jit"],
+        "lean_over_launcher": med["lean"] / med["launcher"],
         "outputs_equal": equal,
         "lean_available": _launch.fast_launch_available()[0],
+        "direct_available": _launch.direct_launch_available(),
         "rounds_ms": times,
     }
 
@@ -90,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     from passnet.passes import _launch
     from passnet.passes.library import build_reference_task
 
-    print("lean launch available:", _launch.fast_launch_available())
+    print(
+        "lean launch available:",
+        _launch.fast_launch_available(),
+        "direct:",
+        _launch.direct_launch_available(),
+    )
     dtypes = [getattr(torch, d) for d in args.dtypes]
     work = Path(tempfile.mkdtemp(prefix="passnet-lean-ab-"))
     rows: list[dict[str, Any]] = []
@@ -101,20 +123,24 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(
                 f"{name:20s} {row['graph'][:46]:46s} eager {row['eager_ms']:.3f} "
-                f"jit {row['jit_ms']:.3f} lean {row['lean_ms']:.3f} ms",
+                f"jit {row['jit_ms']:.3f} launcher {row['launcher_ms']:.3f} "
+                f"lean {row['lean_ms']:.3f} ms",
                 flush=True,
             )
-    print("\n== e2e median ms (median of rounds); speedup vs eager; lean/jit ==")
+    print("\n== e2e median ms (median of rounds); speedup vs eager; lean/jit, lean/launcher ==")
     print(
-        f"{'pass':20s} {'graph':46s} {'eager':>7s} {'jit':>7s} {'lean':>7s} "
-        f"{'s_jit':>6s} {'s_lean':>6s} {'lean/jit':>8s} {'equal':>5s}"
+        f"{'pass':20s} {'graph':46s} {'eager':>7s} {'jit':>7s} {'lnch':>7s} {'lean':>7s} "
+        f"{'s_jit':>6s} {'s_lnch':>6s} {'s_lean':>6s} {'lean/jit':>8s} {'lean/lnch':>9s} {'equal':>5s}"
     )
     for r in rows:
         print(
             f"{r['pass']:20s} {r['graph'][:46]:46s} {r['eager_ms']:7.3f} {r['jit_ms']:7.3f} "
-            f"{r['lean_ms']:7.3f} {r['speedup_jit']:6.3f} {r['speedup_lean']:6.3f} "
-            f"{r['lean_over_jit']:8.3f} {str(r['outputs_equal']):>5s}"
+            f"{r['launcher_ms']:7.3f} {r['lean_ms']:7.3f} {r['speedup_jit']:6.3f} "
+            f"{r['speedup_launcher']:6.3f} {r['speedup_lean']:6.3f} "
+            f"{r['lean_over_jit']:8.3f} {r['lean_over_launcher']:9.3f} {str(r['outputs_equal']):>5s}"
         )
+    for key in ("speedup_launcher", "speedup_lean", "lean_over_launcher"):
+        print(f"median {key}: {statistics.median(r[key] for r in rows):.3f}")
     out = os.environ.get("OUT")
     if out:
         Path(out, "lean_launch_ab.json").write_text(json.dumps(rows, indent=1))

@@ -252,8 +252,9 @@ def device_side(cases: list[tuple[str, Any, Any, list[Any]]]) -> None:
     print("\n".join(details))
 
 
-def decompose(cases: list[str]) -> list[tuple[str, Any, Any, list[Any]]]:
+def decompose(cases: list[str], lean: bool = False) -> list[tuple[str, Any, Any, list[Any]]]:
     from passnet.passes import PassManager, trace_graph
+    from passnet.passes._launch import accelerate_rules
     from passnet.passes.library import build_reference_task
     from passnet.sample import load_sample
     from passnet.sample._trace import SampleTracer, trace_module
@@ -283,6 +284,8 @@ def decompose(cases: list[str]) -> list[tuple[str, Any, Any, list[Any]]]:
         folded = trace_module(module, SampleTracer(keep_factories=False))
         traced = trace_graph(module)
         manager = PassManager.from_dirs(task.pass_dir)
+        if lean:  # as pass_mgr launches on CUDA (passes/_launch.py)
+            accelerate_rules(manager.rules)
         result = manager.apply(trace_graph(module))
         rewritten = result.graph_module
         t_eager, t_folded = e2e_ms(module, inputs), e2e_ms(folded, inputs)
@@ -304,13 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), metavar="PASS:GRAPH")
     parser.add_argument("--skip-launch", action="store_true", help="no table A")
+    parser.add_argument(
+        "--lean", action="store_true", help="pass kernels through the lean launcher, as pass_mgr"
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("profile_rewrite needs a CUDA GPU", file=sys.stderr)
         return 2
     if not args.skip_launch:
         launch_overhead()
-    device_side(decompose(args.cases))
+    device_side(decompose(args.cases, lean=args.lean))
     return 0
 
 

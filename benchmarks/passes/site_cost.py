@@ -14,7 +14,8 @@ microseconds of every node are summed into
 The rewritten graph runs in four variants:
 
 * ``pm``: as ``pass_mgr`` runs it (the pass manager's call wrapper, the dispatch
-  guard's inactive check, the pass's Python wrapper, Triton's JIT launch);
+  guard's inactive check, the pass's Python wrapper, Triton's JIT launch, or with
+  ``--lean`` the lean launcher ``pass_mgr`` uses on CUDA, ``passes/_launch.py``);
 * ``direct``: the call nodes call the pass's replacement function itself;
 * ``nolaunch``: as ``direct``, with every Triton kernel of the pass module replaced by
   a stub whose launch does nothing (the wrapper's own Python, allocation included);
@@ -22,12 +23,13 @@ The rewritten graph runs in four variants:
   of each variant.
 
 So ``pm - direct`` is the pass manager's own per-call cost, ``direct - nolaunch`` the
-launch through Triton's JIT, ``nolaunch`` minus one stamp interval the wrapper.
+launch (through Triton's JIT, or lean), ``nolaunch`` minus one stamp interval the wrapper.
 
 Usage (torch + triton with a CUDA GPU)::
 
     PYTHONPATH=src python3 benchmarks/passes/site_cost.py
     PYTHONPATH=src python3 benchmarks/passes/site_cost.py --cases linear_bias_gelu:bge-small-zh_float32
+    PYTHONPATH=src python3 benchmarks/passes/site_cost.py --lean
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ _STAMPS: list[int] = []
 _now = time.perf_counter_ns
 _DEVICE = "cuda"
 _REPS = 300
+_LEAN = False
 
 
 def _stamp() -> None:
@@ -175,6 +178,7 @@ def _allocator(example: Any) -> Callable[..., Any]:
 
 def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | None:
     from passnet.passes import PassManager, trace_graph
+    from passnet.passes._launch import accelerate_rules
     from passnet.passes.library import build_reference_task
     from passnet.sample import load_sample
 
@@ -192,6 +196,8 @@ def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | No
     module = sample.build_module(_DEVICE)
     inputs = sample.replay_inputs(_DEVICE, 0)
     manager = PassManager.from_dirs(task.pass_dir)
+    if _LEAN:  # as pass_mgr launches on CUDA: "launch" is then the lean launcher's cost
+        accelerate_rules(manager.rules)
 
     examples: dict[int, Any] = {}
 
@@ -269,9 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         "--device", default="cuda", help="cpu only to try the script (TRITON_INTERPRET=1)"
     )
     parser.add_argument("--reps", type=int, default=300, help="timed calls per measurement")
+    parser.add_argument(
+        "--lean", action="store_true", help="pass kernels through the lean launcher, as pass_mgr"
+    )
     args = parser.parse_args(argv)
-    global _DEVICE, _REPS
-    _DEVICE, _REPS = args.device, args.reps
+    global _DEVICE, _REPS, _LEAN
+    _DEVICE, _REPS, _LEAN = args.device, args.reps, args.lean
     if _DEVICE == "cuda" and not torch.cuda.is_available():
         print("site_cost needs a CUDA GPU", file=sys.stderr)
         return 2

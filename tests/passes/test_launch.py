@@ -183,7 +183,12 @@ def test_nothing_is_accelerated_without_cuda_or_under_the_interpreter(monkeypatc
 def test_probe_passes_on_this_gpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    assert _launch._probe() == (True, "")
+    import triton
+
+    ok, why, direct = _launch._probe()
+    assert (ok, why) == (True, "")
+    version = ".".join(triton.__version__.split(".")[:2])
+    assert direct == (version in _launch.DIRECT_TRITON_VERSIONS)
 
 
 def test_hooks_count_only_when_something_is_hooked(monkeypatch) -> None:
@@ -196,3 +201,80 @@ def test_hooks_count_only_when_something_is_hooked(monkeypatch) -> None:
     assert _launch._hooks_set()
     runtime.launch_exit_hook = print  # older Triton: the hook itself
     assert _launch._hooks_set()
+
+
+class _CLauncher:
+    """Stands in for Triton's CudaLauncher: its C launch function and the flags it passes."""
+
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self, scratch: int = 0) -> None:
+        self.global_scratch_size = scratch
+        self.profile_scratch_size = 0
+        self.direct: list[tuple[Any, ...]] = []
+        self.through: list[tuple[Any, ...]] = []
+        self.launch = self._c_launch
+
+    def _c_launch(self, *args: Any) -> None:
+        self.direct.append(args)
+
+    def __call__(self, *args: Any) -> None:
+        self.through.append(args)
+
+
+class _CKernel(_Kernel):
+    def __init__(self, scratch: int = 0) -> None:
+        super().__init__(("x", False), ("y", False), ("n", False), ("BLOCK", True))
+        self.launcher = _CLauncher(scratch)
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        super().run(*args, grid=grid, warmup=warmup, **kwargs)
+        return SimpleNamespace(run=self.launcher, function="fn", packed_metadata="meta")
+
+
+def test_direct_launches_call_the_c_function_with_addresses(monkeypatch) -> None:
+    monkeypatch.setattr(_launch, "_hooks_set", lambda: False)
+    kernel = _CKernel()
+    run = FastRun(kernel, device=lambda: 0, stream=lambda index: 1234, direct=True)
+    x, y = torch.zeros(64), torch.zeros(64)
+    run(x, y, 64, BLOCK=32, grid=(2,))
+    x2, y2 = torch.ones(64), torch.ones(64)
+    run(x2, y2, 64, BLOCK=32, grid=(2,))
+    assert run.fast_calls == 1 and kernel.launcher.through == []
+    # grid, stream, function, the launcher's two flags, no scratch, metadata, no launch
+    # metadata or hooks, then the arguments with tensors by address
+    head = (2, 1, 1, 1234, "fn", False, True, None, None, "meta", None, None, None)
+    assert kernel.launcher.direct == [(*head, x2.data_ptr(), y2.data_ptr(), 64, 32)]
+
+
+def test_kernels_with_scratch_memory_keep_the_launcher(monkeypatch) -> None:
+    monkeypatch.setattr(_launch, "_hooks_set", lambda: False)
+    kernel = _CKernel(scratch=128)
+    run = FastRun(kernel, device=lambda: 0, stream=lambda index: 1234, direct=True)
+    x = torch.zeros(64)
+    run(x, x, 64, BLOCK=32, grid=(2,))
+    run(x, x, 64, BLOCK=32, grid=(2,))
+    assert run.fast_calls == 1 and kernel.launcher.direct == []
+    assert kernel.launcher.through == [
+        (2, 1, 1, 1234, "fn", "meta", None, None, None, x, x, 64, 32)
+    ]
+
+
+class _Pointer:
+    """A tensor-like argument: what the key reads of a tensor."""
+
+    def __init__(self, is_cuda: bool) -> None:
+        self.dtype, self.is_cuda = torch.float32, is_cuda
+
+    def data_ptr(self) -> int:
+        return 4096
+
+
+def test_tensors_off_cuda_are_another_key(kernel) -> None:
+    # A host address must never reach a direct launch that was keyed by a CUDA tensor:
+    # Triton's first call of the new key refuses it.
+    run = _fast(kernel)
+    run(_Pointer(True), _Pointer(True), 8, 8, grid=(1,))
+    run(_Pointer(False), _Pointer(True), 8, 8, grid=(1,))
+    run(_Pointer(True), _Pointer(True), 8, 8, grid=(1,))
+    assert len(kernel.compiles) == 2 and run.fast_calls == 1

@@ -230,31 +230,37 @@ class _LazyDir:
 _TRITON_DIR = _LazyDir("triton")
 
 
+class _Flag(threading.local):
+    on = False  # per thread: set while a checked call runs in it
+
+
 class DispatchGuard:
     """Runs replacement functions, checking them during checked calls.
 
     One guard per compiler: :meth:`checking` is entered around every call whose
     outputs are checked; :meth:`call` is what the rewritten graph invokes.
+    ``flag.on`` says whether this thread is inside :meth:`checking` (a caller on the
+    hot path reads it instead of calling :meth:`call` outside checked calls).
     """
 
     def __init__(self) -> None:
-        self._active = threading.local()
+        self.flag = _Flag()
         self.violations: list[Violation] = []
 
     @property
     def active(self) -> bool:
-        return getattr(self._active, "on", False)
+        return self.flag.on
 
     @contextlib.contextmanager
     def checking(self) -> Iterator[None]:
         """Guard every replacement call made inside this block; raise if any violated the rules."""
         before = len(self.violations)
-        previous = self.active
-        self._active.on = True
+        previous = self.flag.on
+        self.flag.on = True
         try:
             yield
         finally:
-            self._active.on = previous
+            self.flag.on = previous
         if len(self.violations) > before:
             raise self._error(self.violations[before])
 
@@ -277,7 +283,7 @@ class DispatchGuard:
 
     def call(self, pass_name: str, fn: Callable[..., Any], args: Sequence[Any]) -> Any:
         """``fn(*args)``; under the dispatch mode and with output checks while checking."""
-        if not self.active:
+        if not self.flag.on:
             return fn(*args)
         before = len(self.violations)
         with _Mode(self, pass_name):

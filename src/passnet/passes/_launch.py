@@ -12,7 +12,8 @@ to four eager operations pays it back on the launch.
 :func:`accelerate` gives each Triton kernel of a loaded pass directory a
 :class:`FastRun` as its ``run`` (``kernel[grid](...)`` calls ``self.run``). Its key
 is one flat tuple: the device, the grid, the type of every argument, every
-non-tensor argument as it is, and each tensor's dtype and address modulo 16. That
+non-tensor argument as it is, and each tensor's dtype, whether it is on CUDA and
+its address modulo 16. That
 is at least as fine as Triton's own specialization (which looks at a tensor's
 dtype and 16-byte alignment, and at whether an integer is 1, a multiple of 16 or
 beyond 32 bits), so a kernel found under a key is one Triton would have chosen
@@ -30,9 +31,22 @@ a kernel has :data:`MAX_KEYS` keys (arguments that change on every call). Triton
 per-call checks that pass files cannot trigger (a kernel's globals rebound, knobs
 changed mid-run) are not repeated on the lean path.
 
-Before the first kernel is accelerated a probe kernel is launched both ways and
-the outputs compared; if the launcher's calling convention differs (another
-Triton version), nothing is accelerated and the reason is logged. This is harness
+**Direct launches.** Where the probe (below) confirms it, on the Triton versions in
+:data:`DIRECT_TRITON_VERSIONS`, a known key calls Triton's C launch function itself
+rather than the compiled kernel's Python launcher (which defines a helper, asks two
+allocators for scratch memory the kernel does not use, and forwards the call), and
+passes tensors by address: the key's computation read every address anyway, while
+the C function would call each tensor's ``data_ptr`` again and ask the driver
+(``cuPointerGetAttribute``) whether it is a device address. The key keeps tensors
+off CUDA apart, and a key's first call goes through Triton, which refuses them.
+Kernels that use scratch memory or tensor descriptors keep the Python launcher.
+Between the rewritten graph's own operations each Python layer costs several times
+what it costs in a loop (cold caches; ``benchmarks/passes/site_cost.py``).
+
+Before the first kernel is accelerated a probe kernel is launched through Triton
+and the lean paths and the outputs compared; if the launcher's calling convention
+differs (another Triton version), nothing is accelerated, or launches keep the
+Python launcher, and the reason is logged. This is harness
 code: pass files cannot reach it (the static rules forbid attribute assignment and
 private APIs), and every output is still checked against eager.
 """
@@ -53,6 +67,7 @@ __all__ = [
     "FastRun",
     "accelerate",
     "accelerate_rules",
+    "direct_launch_available",
     "fast_launch_available",
     "kernels_of",
     "rule_namespaces",
@@ -67,7 +82,7 @@ MAX_KEYS = 256
 # 1, 1.0 and True are equal as dict keys, and Triton types them differently).
 _PLAIN = frozenset({int, float, bool, str, type(None)})
 
-_probe_result: tuple[bool, str] | None = None
+_probe_result: tuple[bool, str, bool] | None = None
 
 
 class FastRun:
@@ -77,7 +92,7 @@ class FastRun:
     raw stream handle; both are parameters so the logic can be tested without a GPU.
     """
 
-    __slots__ = ("fn", "original", "names", "cache", "device", "stream", "fast_calls")
+    __slots__ = ("fn", "original", "names", "cache", "device", "stream", "direct", "fast_calls")
 
     def __init__(
         self,
@@ -85,25 +100,35 @@ class FastRun:
         *,
         device: Callable[[], int] | None = None,
         stream: Callable[[int], int] | None = None,
+        direct: bool = False,
     ) -> None:
         self.fn = fn
         self.original = type(fn).run
         self.names = tuple(p.name for p in fn.params)
-        # key -> (compiled kernel, grid x, y, z, values of the parameters given by keyword)
-        self.cache: dict[tuple[Any, ...], tuple[Any, int, int, int, tuple[Any, ...]]] = {}
+        # key -> (compiled kernel, launch function, grid x, y, z, the launch's arguments
+        # before the kernel's, whether tensors go by address, values of the parameters
+        # given by keyword)
+        self.cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.device = device or torch._C._cuda_getDevice
         self.stream = stream or torch._C._cuda_getCurrentRawStream
+        self.direct = direct  # call Triton's C launch function itself (see _direct_launch)
         self.fast_calls = 0
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         device = self.device()
         try:
+            # a tensor's address once: its alignment goes into the key, the address itself
+            # to a direct launch
+            values = [a if a.__class__ in _PLAIN else a.data_ptr() for a in args]
             key = (
                 device,
                 grid,
                 *map(type, grid),  # (2,) and (2.0,) are equal keys; Triton refuses the latter
                 *map(type, args),
-                *[a if a.__class__ in _PLAIN else (a.dtype, a.data_ptr() & 15) for a in args],
+                *[
+                    v if a.__class__ in _PLAIN else (a.dtype, a.is_cuda, v & 15)
+                    for a, v in zip(args, values)
+                ],
                 *kwargs.items(),
                 *map(type, kwargs.values()),
             )
@@ -114,20 +139,8 @@ class FastRun:
             return self.original(self.fn, *args, grid=grid, warmup=warmup, **kwargs)
         if hit is None or warmup:
             return self._slow(key, args, grid, warmup, kwargs)
-        compiled, launcher, function, metadata, gx, gy, gz, tail = hit
-        launcher(
-            gx,
-            gy,
-            gz,
-            self.stream(device),
-            function,
-            metadata,
-            None,
-            None,
-            None,
-            *args,
-            *tail,
-        )
+        compiled, launch, gx, gy, gz, head, addresses, tail = hit
+        launch(gx, gy, gz, self.stream(device), *head, *(values if addresses else args), *tail)
         self.fast_calls += 1
         return compiled
 
@@ -166,17 +179,57 @@ class FastRun:
             return compiled  # an empty grid launches nothing: left to Triton
         # Triton's own launch above loaded the kernel: its launcher, function handle and
         # metadata are fixed from here on (``run`` is a property in recent Triton).
+        launcher = compiled.run
+        direct = _direct_launch(launcher) if self.direct else None
+        if direct is not None:
+            # Triton's C launch function itself, tensors passed by address
+            launch, flags = direct
+            head = (
+                compiled.function,
+                *flags,
+                None,
+                None,
+                compiled.packed_metadata,
+                None,
+                None,
+                None,
+            )
+        else:
+            launch = launcher
+            head = (compiled.function, compiled.packed_metadata, None, None, None)
         self.cache[key] = (
             compiled,
-            compiled.run,
-            compiled.function,
-            compiled.packed_metadata,
+            launch,
             gx,
             gy,
             gz,
+            head,
+            direct is not None,
             tuple(kwargs[name] for name in rest),
         )
         return compiled
+
+
+#: Triton versions whose C launch function takes the arguments :class:`FastRun` gives it
+#: directly (grid, stream, function, cooperative-grid and PDL flags, two scratch
+#: pointers, packed metadata, launch metadata, two hooks, the kernel's arguments).
+DIRECT_TRITON_VERSIONS = ("3.6",)
+
+
+def _direct_launch(launcher: Any) -> tuple[Any, tuple[Any, Any]] | None:
+    """Triton's C launch function behind ``launcher`` (a ``CudaLauncher``) and its two
+    flags, where the launcher's own Python would add nothing else (no scratch memory to
+    allocate, no tensor descriptors to unpack); None otherwise."""
+    try:
+        if launcher.global_scratch_size or launcher.profile_scratch_size:
+            return None
+        launch = launcher.launch
+        flags = (launcher.launch_cooperative_grid, launcher.launch_pdl)
+    except AttributeError:
+        return None
+    if isinstance(launch, types.FunctionType):
+        return None  # Python around the C function: it rewrites some arguments first
+    return launch, flags
 
 
 def _ambiguous(value: Any) -> bool:
@@ -222,17 +275,29 @@ def kernels_of(namespaces: list[dict[str, Any]]) -> list[Any]:
 
 def fast_launch_available() -> tuple[bool, str]:
     """Whether lean launches work here: CUDA, not the interpreter, and the probe agrees."""
+    ok, why, _ = _probed()
+    return ok, why
+
+
+def direct_launch_available() -> bool:
+    """Whether lean launches call Triton's C launch function directly (see :class:`FastRun`)."""
+    return _probed()[2]
+
+
+def _probed() -> tuple[bool, str, bool]:
     global _probe_result
     if _probe_result is None:
         _probe_result = _probe()
     return _probe_result
 
 
-def _probe() -> tuple[bool, str]:
+def _probe() -> tuple[bool, str, bool]:
+    """(lean launches work, why not, direct launches work), from launching a probe kernel
+    through Triton and both lean paths and comparing the outputs."""
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return False, "TRITON_INTERPRET is set"
+        return False, "TRITON_INTERPRET is set", False
     if not torch.cuda.is_available():
-        return False, "no CUDA device"
+        return False, "no CUDA device", False
     try:
         import triton
         import triton.language as tl
@@ -246,19 +311,37 @@ def _probe() -> tuple[bool, str]:
                 v = v + 1.0
             tl.store(y_ptr + offs, v, mask=m)
 
-        run = FastRun(_probe_kernel)
         x = torch.arange(1000, device="cuda", dtype=torch.float32)
-        y0, y1 = torch.zeros_like(x), torch.full_like(x, float("nan"))
-        run(x, y0, 1000, 2.0, True, BLOCK=256, grid=(4,), num_warps=2)
-        run(x, y1, 1000, 2.0, True, BLOCK=256, grid=(4,), num_warps=2)
-        torch.cuda.synchronize()
-        if run.fast_calls != 1:
-            return False, "the probe's second launch did not take the lean path"
-        if not torch.equal(y0, y1) or not torch.equal(y0, x * 2.0 + 1.0):
-            return False, "the lean launch computed something else than Triton's own"
+        expected = x * 2.0 + 1.0
+
+        def lean_output(run: FastRun) -> torch.Tensor | None:
+            """The second launch's output (the lean one), None if it went through Triton."""
+            ys = [torch.full_like(x, float("nan")) for _ in range(2)]
+            for y in ys:
+                run(x, y, 1000, 2.0, True, BLOCK=256, grid=(4,), num_warps=2)
+            torch.cuda.synchronize()
+            return ys[1] if run.fast_calls == 1 else None
+
+        y = lean_output(FastRun(_probe_kernel))
+        if y is None:
+            return False, "the probe's second launch did not take the lean path", False
+        if not torch.equal(y, expected):
+            return False, "the lean launch computed something else than Triton's own", False
     except Exception as exc:  # noqa: BLE001 - any failure means: keep Triton's path
-        return False, f"{type(exc).__name__}: {exc}"
-    return True, ""
+        return False, f"{type(exc).__name__}: {exc}", False
+    version = ".".join(triton.__version__.split(".")[:2])
+    if version not in DIRECT_TRITON_VERSIONS:
+        log.info("direct Triton launches off: not checked for Triton %s", triton.__version__)
+        return True, "", False
+    try:
+        run = FastRun(_probe_kernel, direct=True)
+        y = lean_output(run)
+        direct = y is not None and torch.equal(y, expected)
+        direct = direct and all(entry[6] for entry in run.cache.values())
+    except Exception as exc:  # noqa: BLE001 - the launcher's own path stays
+        log.info("direct Triton launches off: %s: %s", type(exc).__name__, exc)
+        direct = False
+    return True, "", direct
 
 
 def accelerate(namespaces: list[dict[str, Any]]) -> int:
@@ -271,11 +354,13 @@ def accelerate(namespaces: list[dict[str, Any]]) -> int:
     if not ok:
         log.info("lean Triton launches off: %s", why)
         return 0
+    direct = direct_launch_available()
     count = 0
     for fn in kernels_of(namespaces):
         if isinstance(fn.__dict__.get("run"), FastRun) or getattr(fn, "pre_run_hooks", None):
             continue
-        fn.run = FastRun(fn)  # an instance attribute: kernel[grid](...) calls self.run
+        # an instance attribute: kernel[grid](...) calls self.run
+        fn.run = FastRun(fn, direct=direct)
         count += 1
     return count
 
