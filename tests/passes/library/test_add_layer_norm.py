@@ -194,8 +194,8 @@ def _assert_linear_rule_matches_eager(module, inputs):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     ("sample", "match"),
-    # TinyBERT: the fused kernel; bge-small-zh: 512x512 weight, fused in fp16/bf16 and the
-    # tiled GEMM + LayerNorm kernel in fp32; 512x2048 weight, tiled in every dtype
+    # TinyBERT and bge-small-zh's 512x512 weight: the fused kernel; bge-small-zh's
+    # 512x2048 weight: the tiled GEMM + LayerNorm kernels
     [(TINYBERT, 0), (TINYBERT, 1), (BGE, 0), (BGE, 1)],
     ids=["tinybert-attention", "tinybert-ffn", "bge-attention", "bge-ffn"],
 )

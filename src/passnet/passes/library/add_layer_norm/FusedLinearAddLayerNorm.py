@@ -18,8 +18,7 @@ fp32 mean/variance.
 
 One program computes a whole row block, so it reads the whole weight on one SM. For
 a large weight (more elements than ``_FUSE_MAX_WEIGHT`` allows: bge-small-zh's
-512x2048, and its 512x512 in fp32, where the products run on the CUDA cores) that
-would serialise the GEMM, and for rows longer than 512 the row block would not fit
+512x2048) that would serialise the GEMM, and for rows longer than 512 the row block would not fit
 in registers. There the GEMM with the bias and residual epilogue runs as a tiled
 kernel over the output (storing the rounded sum, as eager does) and a second kernel
 normalises the rows in place: two launches instead of eager's three plus the
@@ -36,10 +35,10 @@ from pass_dir.FusedAddLayerNorm import _broadcast_shape, _promote, _round
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # The fused kernel takes weights of at most this many elements: one program (one SM)
-# runs 16 x numel multiply-adds and reads the whole weight. fp32 products run on the
-# CUDA cores (BERT-tiny's 128x512: 1M, a few us); fp16/bf16 on the tensor cores, bound
-# by reading the weight (bge-small-zh's 512x512, 512 KB).
-_FUSE_MAX_WEIGHT = {torch.float32: 65536, torch.float16: 262144, torch.bfloat16: 262144}
+# runs 16 x numel multiply-adds on the tensor cores (three TF32 products each in
+# fp32) and reads the whole weight (bge-small-zh's 512x512: 1 MB in fp32, 512 KB in
+# fp16/bf16).
+_FUSE_MAX_WEIGHT = {torch.float32: 262144, torch.float16: 262144, torch.bfloat16: 262144}
 
 
 @triton.jit
