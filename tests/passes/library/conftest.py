@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -72,6 +73,45 @@ def load_rule(device: str) -> Callable[[str, str], ModuleType]:
         return loaded[pass_name, rule]
 
     return load
+
+
+@pytest.fixture
+def launches(device: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the Triton kernels launched (``kernel[grid](...)``) during the test, in
+    order; the launches are recorded, not run, so that tensors on the ``meta`` device (shapes
+    without memory or data, of 2**31 elements as cheaply as of ten) go through a wrapper."""
+    import triton.runtime.jit  # the Triton of this test module (see ``device``)
+
+    names: list[str] = []
+
+    def getitem(kernel: Any, grid: Any) -> Callable[..., None]:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            names.append(kernel.fn.__name__)
+
+        return launch
+
+    monkeypatch.setattr(triton.runtime.jit.KernelInterface, "__getitem__", getitem)
+    return names
+
+
+def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An uninitialised tensor of ``shape`` on the ``meta`` device: no memory is allocated."""
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def too_large(rule: str, name: str, numel: int = 2**31) -> str:
+    """The whole message (a regex) of ``rule`` refusing ``name``, a tensor of ``numel``
+    elements, which its kernels' int32 offsets cannot index."""
+    message = (
+        f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+        f"got {name} with {numel} elements"
+    )
+    return f"^{re.escape(message)}$"
+
+
+def general_path_not_taken(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a wrapper's general path where a test requires the fast path."""
+    raise AssertionError("the general path was taken")
 
 
 def on(device: str, values: Sequence[Any]) -> list[Any]:

@@ -28,9 +28,12 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
+    too_large,
 )
 
 PASS, RULE, LINEAR_RULE = "add_layer_norm", "FusedAddLayerNorm", "FusedLinearAddLayerNorm"
@@ -291,3 +294,87 @@ def test_operands_that_do_not_broadcast_are_refused_naming_the_rule(load_rule, d
     x, w, bias = torch.randn(2, 5, 32, generator=gen), torch.randn(64, 32), torch.zeros(64)
     with pytest.raises(ValueError, match=r"^FusedLinearAddLayerNorm: shapes .* do not broadcast"):
         run(*on(device, [x, w, bias, b, 0.1, (64,), torch.ones(64), torch.zeros(64), 1e-5]))
+
+
+# --- tensors of 2**31 or more elements: the kernels' int32 offsets cannot index them ---
+
+H = torch.float16
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "name"),
+    [
+        (meta(2**21, 1024, dtype=H), meta(2**21, 1024, dtype=H), "a"),
+        (meta(2**21, 1024, dtype=H), meta(1, 1024, dtype=H), "a"),  # position embeddings
+        (meta(2**21, 1024, dtype=H), meta(2**21, 1024), "a"),  # mixed dtypes
+        (meta(2**21, 1024, dtype=H), 0.5, "a"),
+        (0.5, meta(2**21, 1024, dtype=H), "b"),
+        (meta(1, 1024, dtype=H), meta(2**21, 1024, dtype=H), "b"),  # a broadcast to b
+    ],
+    ids=["fast-path-form", "broadcast-b", "mixed-dtypes", "number-b", "number-a", "broadcast-a"],
+)
+def test_add_rule_refuses_2_31_elements_before_any_launch(load_rule, launches, a, b, name):
+    module = load_rule(PASS, RULE)
+    w, bias = meta(1024, dtype=H), meta(1024, dtype=H)
+    with pytest.raises(ValueError, match=too_large(RULE, name)):
+        module.replacement_func()(*module.replacement_args(bias, w, a, b, (1024,), 1e-12))
+    assert launches == []
+
+
+def test_add_rule_takes_the_fast_path_just_below_2_31_elements(load_rule, launches, monkeypatch):
+    module = load_rule(PASS, RULE)
+    monkeypatch.setattr(module, "_add_layer_norm_general", general_path_not_taken)
+    a, b = meta(2**21 - 1, 1024, dtype=H), meta(1, 1024, dtype=H)
+    w, bias = meta(1024, dtype=H), meta(1024, dtype=H)
+    out = module.replacement_func()(*module.replacement_args(bias, w, a, b, (1024,), 1e-12))
+    assert launches == ["_add_layer_norm_kernel"]
+    assert out.shape == a.shape and out.dtype == H
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "n_out", "name", "numel"),
+    [
+        ((2**23, 256), 256, "x", 2**31),  # the fused kernel's form
+        ((2**21, 64), 1024, "residual", 2**31),  # the tiled GEMM's form
+        ((4, 2**27), 16, "weight", 2**31),  # a weight of 2**31 elements
+        ((2, 2**20, 64), 1024, "residual", 2**31),  # 3-d, the residual broadcast below
+    ],
+    ids=["fused", "tiled", "weight", "broadcast-residual"],
+)
+def test_linear_rule_refuses_2_31_elements_before_any_launch(
+    load_rule, launches, x_shape, n_out, name, numel
+):
+    module = load_rule(PASS, LINEAR_RULE)
+    K, N = x_shape[-1], n_out
+    residual_shape = (1, *x_shape[1:-1], N) if len(x_shape) == 3 else (*x_shape[:-1], N)
+    x, w, bias = meta(*x_shape, dtype=H), meta(N, K, dtype=H), meta(N, dtype=H)
+    residual, ln_w, ln_b = meta(*residual_shape, dtype=H), meta(N, dtype=H), meta(N, dtype=H)
+    inputs = [bias, w, x, 0.1, residual, (N,), ln_w, ln_b, 1e-12]
+    with pytest.raises(ValueError, match=too_large(LINEAR_RULE, name, numel)):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+@pytest.mark.parametrize(
+    ("M", "K", "N", "kernels", "fast"),
+    [
+        (2**20, 256, 256, ["_fused_kernel_interp"], True),
+        (2**16, 64, 768, ["_linear_add_kernel_interp", "_layer_norm_kernel"], True),
+        # past the fast path's bound (M + N) * (N + K) < 2**31, but every tensor below 2**31
+        # elements: the general path runs it
+        (2**20, 1024, 1024, ["_linear_add_kernel_interp", "_layer_norm_kernel"], False),
+    ],
+    ids=["fused", "tiled", "general-below-the-limit"],
+)
+def test_linear_rule_launches_below_2_31_elements(
+    load_rule, launches, monkeypatch, M, K, N, kernels, fast
+):
+    module = load_rule(PASS, LINEAR_RULE)
+    if fast:
+        monkeypatch.setattr(module, "_general", general_path_not_taken)
+    x, w, bias = meta(M, K, dtype=H), meta(N, K, dtype=H), meta(N, dtype=H)
+    residual, ln_w, ln_b = meta(M, N, dtype=H), meta(N, dtype=H), meta(N, dtype=H)
+    inputs = [bias, w, x, 0.1, residual, (N,), ln_w, ln_b, 1e-12]
+    out = module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == kernels  # meta tensors are not on CUDA: the interpreter's variants
+    assert out.shape == (M, N) and out.dtype == H

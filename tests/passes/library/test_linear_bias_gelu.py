@@ -20,9 +20,12 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
+    too_large,
 )
 
 PASS, RULE = "linear_bias_gelu", "FusedLinearBiasGelu"
@@ -121,3 +124,44 @@ def test_mismatched_dtypes_are_refused_like_eager(load_rule, device):
     bias, weight, x = captured_inputs(TINYBERT, module.pattern)
     with pytest.raises(TypeError, match="one dtype"):
         module.replacement_func()(*on(device, [x.half(), weight, bias]))
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "n_out", "has_bias", "name"),
+    [
+        ((2**21, 1024), 1024, True, "x"),
+        ((4, 2**28), 8, True, "weight"),
+        ((2**20, 64), 2**11, False, "out"),  # no bias: the general path
+        ((2, 2**20, 1024), 16, True, "x"),
+    ],
+    ids=["x", "weight", "out-no-bias", "3d-x"],
+)
+def test_tensors_of_2_31_elements_are_refused_before_any_launch(
+    load_rule, launches, x_shape, n_out, has_bias, name
+):
+    # The kernel's offsets are int32: x [M, K], weight [N, K] and out [M, N] must each
+    # have fewer than 2**31 elements.
+    module = load_rule(PASS, RULE)
+    K, H = x_shape[-1], torch.float16
+    x, w = meta(*x_shape, dtype=H), meta(n_out, K, dtype=H)
+    b = meta(n_out, dtype=H) if has_bias else None
+    with pytest.raises(ValueError, match=too_large(RULE, name)):
+        module.replacement_func()(*module.replacement_args(b, w, x))
+    assert launches == []
+
+
+@pytest.mark.parametrize(
+    ("M", "K", "N"),
+    # the second is past the cheap bound (M + N) * (K + N) < 2**31 but every tensor has
+    # fewer than 2**31 elements: checked one by one, and launched
+    [(20, 128, 512), (2**20, 1024, 1024)],
+    ids=["small", "below-the-limit"],
+)
+def test_fewer_than_2_31_elements_take_the_fast_path(load_rule, launches, monkeypatch, M, K, N):
+    module = load_rule(PASS, RULE)
+    monkeypatch.setattr(module, "_general", general_path_not_taken)
+    H = torch.float16
+    x, w, b = meta(M, K, dtype=H), meta(N, K, dtype=H), meta(N, dtype=H)
+    out = module.replacement_func()(*module.replacement_args(b, w, x))
+    assert launches == ["_linear_gelu_kernel"]
+    assert out.shape == (M, N) and out.dtype == H

@@ -11,9 +11,12 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
+    too_large,
 )
 
 PASS, RULE = "masked_mean_pooling", "FusedMaskedMeanPooling"
@@ -65,3 +68,36 @@ def test_mask_expanded_to_another_shape_is_refused(load_rule, device):
     hidden, mask, _, cast, clamp_min = captured_inputs(SPLADE, module.pattern)
     with pytest.raises(ValueError, match="not to the hidden states' shape"):
         module.replacement_func()(*on(device, [hidden, mask, (1, 10, 128), cast, clamp_min]))
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "mask_dtype", "name"),
+    [
+        ((2**10, 2**11, 1024), torch.float32, torch.float32, "hidden"),
+        ((2**10, 2**11, 1024), torch.bfloat16, torch.float16, "hidden"),  # the general path
+        ((2**21, 0, 1024), torch.float32, torch.float32, "out"),  # empty sequences
+    ],
+    ids=["fast-path-form", "mixed-dtypes", "out"],
+)
+def test_tensors_of_2_31_elements_are_refused_before_any_launch(
+    load_rule, launches, shape, dtype, mask_dtype, name
+):
+    # The kernel's offsets are int32: hidden [B, S, D] and out [B, D] of 2**31 elements
+    # would overflow them.
+    module = load_rule(PASS, RULE)
+    hidden, mask = meta(*shape, dtype=dtype), meta(*shape[:2], dtype=torch.int64)
+    inputs = [hidden, mask, hidden.shape, mask_dtype, 1e-09]
+    with pytest.raises(ValueError, match=too_large(RULE, name)):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+def test_just_fewer_than_2_31_elements_take_the_fast_path(load_rule, launches, monkeypatch):
+    module = load_rule(PASS, RULE)
+    monkeypatch.setattr(module, "_general", general_path_not_taken)
+    # hidden and out together just below 2**31 elements
+    hidden, mask = meta(2**10, 2**11 - 2, 1024), meta(2**10, 2**11 - 2, dtype=torch.int64)
+    inputs = [hidden, mask, hidden.shape, torch.float32, 1e-09]
+    out = module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == ["_masked_mean_pool_kernel"]
+    assert out.shape == (2**10, 1024) and out.dtype == torch.float32

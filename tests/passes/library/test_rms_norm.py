@@ -12,9 +12,12 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
+    too_large,
 )
 
 PASS, RULE = "rms_norm", "FusedRMSNorm"
@@ -76,3 +79,32 @@ def test_half_input_with_fp32_variance_promotes_like_eager(load_rule, device):
     assert_replacement_matches(module, inputs)
     out = module.replacement_func()(*module.replacement_args(*inputs))
     assert out.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "dtype", "cast_dtype"),
+    [
+        ((2**21, 1024), torch.float16, torch.float16),
+        ((2**21, 1024), torch.float16, torch.float32),
+        ((2, 2**30), torch.float32, torch.float32),
+    ],
+    ids=["fast-path-form", "mixed-dtypes", "long-rows"],
+)
+def test_tensors_of_2_31_elements_are_refused_before_any_launch(
+    load_rule, launches, x_shape, dtype, cast_dtype
+):
+    # The kernel's offsets are int32: 2**31 elements would overflow them.
+    module = load_rule(PASS, RULE)
+    weight, x = meta(x_shape[-1], dtype=dtype), meta(*x_shape, dtype=dtype)
+    with pytest.raises(ValueError, match=too_large(RULE, "x")):
+        module.replacement_func()(*module.replacement_args(weight, x, cast_dtype, 1e-6))
+    assert launches == []
+
+
+def test_just_fewer_than_2_31_elements_take_the_fast_path(load_rule, launches, monkeypatch):
+    module = load_rule(PASS, RULE)
+    monkeypatch.setattr(module, "_general", general_path_not_taken)
+    weight, x = meta(1024, dtype=torch.float16), meta(2**21 - 1, 1024, dtype=torch.float16)
+    out = module.replacement_func()(*module.replacement_args(weight, x, torch.float16, 1e-6))
+    assert launches == ["_rms_norm_kernel"]
+    assert out.shape == x.shape and out.dtype == torch.float16

@@ -11,9 +11,12 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
+    too_large,
 )
 
 PASS, RULE = "roll_add_layer_norm", "FusedRollAddLayerNorm"
@@ -71,3 +74,35 @@ def test_non_contiguous_window_tensor_gives_the_eager_result(load_rule, device):
     assert not transposed.is_contiguous()
     # eager's .view() needs a contiguous roll output, which torch.roll always returns
     assert_replacement_matches(module, on(device, [bias, weight, residual, transposed, *rest]))
+
+
+def _meta_swin_block(B, dtype, affine=True):
+    """Pattern inputs of windows [B, 32, 32, 1024] on the meta device (no memory)."""
+    H = W = 32
+    C = 1024
+    windows, residual = meta(B, H, W, C, dtype=dtype), meta(B, H * W, C, dtype=dtype)
+    weight, bias = (meta(C, dtype=dtype), meta(C, dtype=dtype)) if affine else (None, None)
+    return [bias, weight, residual, windows, (-3, -3), B, H * W, C, (C,), 1e-05]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "affine"),
+    [(torch.float16, True), (torch.float32, False)],
+    ids=["fast-path-form", "no-weight-or-bias"],
+)
+def test_tensors_of_2_31_elements_are_refused_before_any_launch(load_rule, launches, dtype, affine):
+    # The kernel's offsets are int32: 2**31 elements would overflow them.
+    module = load_rule(PASS, RULE)
+    inputs = _meta_swin_block(2**11, dtype, affine)
+    with pytest.raises(ValueError, match=too_large(RULE, "windows")):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+def test_just_fewer_than_2_31_elements_take_the_fast_path(load_rule, launches, monkeypatch):
+    module = load_rule(PASS, RULE)
+    monkeypatch.setattr(module, "_general", general_path_not_taken)
+    inputs = _meta_swin_block(2**11 - 1, torch.float16)
+    total, out = module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == ["_roll_add_layer_norm_kernel"]
+    assert total.shape == out.shape == (2**11 - 1, 1024, 1024)

@@ -5,6 +5,7 @@ relative-position bias from its table): the rules match every site, equal eager.
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -19,10 +20,13 @@ from tests.passes.library.conftest import (
     captured_inputs,
     cast_floats,
     find_matches,
+    general_path_not_taken,
     like,
+    meta,
     on,
     sample_graph,
     sample_path,
+    too_large,
 )
 
 PASS, RULE = "scale_mask_softmax", "FusedScaleMaskSoftmax"
@@ -611,3 +615,104 @@ def test_zero_dim_operand_of_another_dtype_is_refused(load_rule, device, rule, o
     inputs = on(device, inputs)
     with pytest.raises(ValueError, match=f"{rule}: a 0-dim {operand} of torch.float32"):
         module.replacement_func()(*module.replacement_args(*inputs))
+
+
+# --- tensors of 2**31 or more elements: the kernels' int32 offsets cannot index them ---
+
+
+def _meta_inputs(rule, B, dtype=torch.float16, divisor=8.0):
+    """Pattern inputs of ``rule`` on the meta device (no memory): scores [B * 64, 4, 64, 64]
+    (64 windows of 8x8 tokens, 4 heads), every other tensor of the real sites' form."""
+    W, H, N = 64, 4, 64
+    scores = meta(B * W, H, N, N, dtype=dtype)
+    views = (B, W, H, N, N, -1, H, N, N, 0.0)
+    index, table = meta(N, N, dtype=torch.int64), meta(225, H, dtype=dtype)
+    if rule == RULE:
+        return [scores, meta(1, H, N, N, dtype=dtype), divisor]
+    if rule == DROPOUT:
+        return [scores, meta(1, H, N, N, dtype=dtype), divisor, 0.0]
+    if rule == SHIFTED:
+        mask = meta(1, W, 1, N, N, dtype=dtype)
+        return [scores, meta(1, H, N, N, dtype=dtype), divisor, mask, *views]
+    if rule == REL_POS:
+        return [scores, divisor, index, table, N, N, -1, 0.0]
+    mask = meta(1, W, 1, N, N, dtype=dtype)
+    return [scores, divisor, index, table, N, N, -1, mask, *views]
+
+
+ALL_RULES = [RULE, DROPOUT, SHIFTED, REL_POS, REL_POS_SHIFTED]
+
+
+@pytest.mark.parametrize("divisor", [8.0, 8], ids=["fast-path-form", "int-divisor"])
+@pytest.mark.parametrize("rule", ALL_RULES)
+def test_scores_of_2_31_elements_are_refused_before_any_launch(load_rule, launches, rule, divisor):
+    # The kernels' offsets are int32: 2**31 elements would overflow them.
+    module = load_rule(PASS, rule)
+    inputs = _meta_inputs(rule, 2**11, divisor=divisor)
+    assert inputs[0].numel() == 2**31
+    with pytest.raises(ValueError, match=too_large(rule, "scores")):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+@pytest.mark.parametrize("rule", [RULE, DROPOUT])
+def test_padding_mask_with_scores_of_2_31_elements_is_refused(load_rule, launches, rule):
+    # BERT's padding mask [B, 1, 1, S]: the kernel that reads the mask through strides
+    module = load_rule(PASS, rule)
+    scores, mask = meta(2**17, 4, 64, 64), meta(2**17, 1, 1, 64)
+    inputs = [scores, mask, 8.0] + ([0.0] if rule == DROPOUT else [])
+    with pytest.raises(ValueError, match=too_large(rule, "scores")):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+@pytest.mark.parametrize("rule", [RULE, DROPOUT])
+def test_mask_strides_reaching_2_31_are_refused(load_rule, launches, rule):
+    # A mask of 192 elements whose batch stride of 2**30 puts its last row past offset 2**31:
+    # the strided kernel computes that offset in int32.
+    module = load_rule(PASS, rule)
+    scores = meta(3, 4, 64, 64)
+    mask = torch.empty_strided((3, 1, 1, 64), (2**30, 64, 64, 1), device="meta")
+    inputs = [scores, mask, 8.0] + ([0.0] if rule == DROPOUT else [])
+    message = (
+        f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got mask of shape "
+        f"(3, 1, 1, 64) and strides (1073741824, 64, 64, 1), reaching offset {2 * 2**30 + 63}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+@pytest.mark.parametrize("rule", [REL_POS, REL_POS_SHIFTED])
+def test_rel_pos_table_of_2_31_elements_is_refused(load_rule, launches, rule):
+    module = load_rule(PASS, rule)
+    inputs = _meta_inputs(rule, 1)
+    inputs[3] = meta(2**29, 4, dtype=torch.float16)  # the table
+    with pytest.raises(ValueError, match=too_large(rule, "table")):
+        module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "kernel"),
+    [
+        (RULE, "_scale_mask_softmax_kernel"),
+        (DROPOUT, "_scale_mask_softmax_kernel"),
+        (SHIFTED, "_shifted_window_softmax_kernel"),
+        (REL_POS, "_rel_pos_bias_softmax_kernel"),
+        (REL_POS_SHIFTED, "_rel_pos_bias_softmax_kernel"),
+    ],
+)
+def test_just_fewer_than_2_31_elements_take_the_fast_path(
+    load_rule, launches, monkeypatch, rule, kernel
+):
+    module = load_rule(PASS, rule)
+    if rule == DROPOUT:  # the dropout rule runs FusedScaleMaskSoftmax's wrapper
+        general_globals = module.fused_scale_mask_softmax.__globals__
+        monkeypatch.setitem(general_globals, "_general", general_path_not_taken)
+    else:
+        monkeypatch.setattr(module, "_general", general_path_not_taken)
+    inputs = _meta_inputs(rule, 2**11 - 1)
+    out = module.replacement_func()(*module.replacement_args(*inputs))
+    assert launches == [kernel]
+    assert out.shape == inputs[0].shape and out.dtype == torch.float16

@@ -38,6 +38,30 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 def _broadcast_shape(a, b, rule="FusedAddLayerNorm"):
     """torch's broadcast of two shapes (a ValueError naming ``rule`` when they do not broadcast)."""
     ndim = max(len(a), len(b))
@@ -101,8 +125,9 @@ def _add_layer_norm_kernel(
 def _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps):
     """Every case the fast path does not take: validate like eager and bring the operands
     to the kernel's form (contiguous, same-shape or row-periodic ``b``, weight and bias)."""
+    names = ("a", "b")  # the operands as the wrapper was given them, followed through the swaps
     if not isinstance(a, torch.Tensor):
-        a, b = b, a
+        a, b, names = b, a, ("b", "a")
     b_is_scalar = not isinstance(b, torch.Tensor)
     if not isinstance(a, torch.Tensor) or (b_is_scalar and not isinstance(b, (int, float))):
         raise TypeError(f"FusedAddLayerNorm adds tensors or a tensor and a number, got {b!r}")
@@ -120,7 +145,7 @@ def _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps):
         sum_dtype = _promote(a.dtype, b.dtype)
         shape = _broadcast_shape(a.shape, b.shape)
         if list(a.shape) != shape:
-            a, b = b, a  # the sum is symmetric: make a the full-size operand
+            a, b, names = b, a, names[::-1]  # the sum is symmetric: make a the full-size operand
     N = math.prod(ns)
     if shape[len(shape) - len(ns) :] != ns:
         raise ValueError(f"FusedAddLayerNorm: normalized_shape {ns} does not end {shape}")
@@ -151,6 +176,14 @@ def _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps):
         if bias is not None
         else torch.zeros(ns, dtype=torch.float32, device=a.device)
     )
+    _check_int32_offsets(
+        "FusedAddLayerNorm",
+        (names[0], a),
+        (names[1], b),
+        ("weight", weight),
+        ("bias", bias),
+        ("out", out),
+    )
     block_n = triton.next_power_of_2(N)
     _add_layer_norm_kernel[(triton.cdiv(n_rows, max(1, 4096 // block_n)),)](
         a,
@@ -172,7 +205,8 @@ def _add_layer_norm_general(a, b, normalized_shape, weight, bias, eps):
 def fused_add_layer_norm(a, b, normalized_shape, weight, bias, eps):
     """``layer_norm(a + b, normalized_shape, weight, bias, eps)``; a or b may be a number."""
     # Fast path, the real graphs' case: one dtype, contiguous, normalized over the last
-    # dim, b the same shape as a or broadcast over its first dim (position embeddings).
+    # dim, b the same shape as a or broadcast over its first dim (position embeddings), a of
+    # fewer than 2**31 elements (int32 offsets: the general path refuses larger tensors).
     if (
         isinstance(b, torch.Tensor)
         and isinstance(a, torch.Tensor)
@@ -199,8 +233,9 @@ def fused_add_layer_norm(a, b, normalized_shape, weight, bias, eps):
                 or (b.dim() == len(shape) and b.shape[0] == 1 and b.shape[1:] == shape[1:])
             )
         ):
-            n_rows = a.numel() // N
-            if n_rows:
+            numel = a.numel()
+            if 0 < numel < 2**31:
+                n_rows = numel // N
                 out = torch.empty_like(a)
                 block_n = 1 << math.frexp(N - 1)[1]  # next_power_of_2(N), exactly
                 block_r = 4096 // block_n

@@ -31,7 +31,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from pass_dir.FusedAddLayerNorm import _broadcast_shape, _promote, _round
+from pass_dir.FusedAddLayerNorm import _broadcast_shape, _check_int32_offsets, _promote, _round
 
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # The fused kernel takes weights of at most this many elements: one program (one SM)
@@ -280,6 +280,16 @@ def _general(x, weight, bias, residual, p, normalized_shape, ln_weight, ln_bias,
     )
     ln_b = ln_bias.contiguous() if ln_bias is not None else torch.zeros(ns, dtype=f32, device=dev)
     M, R, eps = out.numel() // N, math.prod(ns), float(eps)
+    _check_int32_offsets(
+        "FusedLinearAddLayerNorm",
+        ("x", x),
+        ("weight", weight),
+        ("bias", bias),
+        ("residual", r),
+        ("ln_weight", ln_w),
+        ("ln_bias", ln_b),
+        ("out", out),
+    )
     interp = not x.is_cuda
     if R == N and N <= 512 and 0 < N * K <= _FUSE_MAX_WEIGHT[x.dtype] and not round_product:
         kernel = _fused_kernel_interp if interp else _fused_kernel
@@ -307,7 +317,9 @@ def fused_linear_add_layer_norm(
 ):
     """``layer_norm(dropout(linear(x, weight, bias), p, False, False) + residual, ...)``."""
     # Fast path, the real graphs' case: one dtype, contiguous, the residual the linear's
-    # shape, the LayerNorm over its features.
+    # shape, the LayerNorm over its features, and x [M, K], weight [N, K], residual and out
+    # [M, N] all of fewer than 2**31 elements (int32 offsets; (M + N) * (N + K) bounds
+    # them: _general checks larger ones one by one and refuses what does not fit).
     if (
         isinstance(residual, torch.Tensor)
         and bias is not None
@@ -341,35 +353,36 @@ def fused_linear_add_layer_norm(
             and N <= 4096
         ):
             M = residual.numel() // N
-            out = torch.empty_like(residual)
-            if not M:
-                return out
-            if N <= 512 and N * K <= _FUSE_MAX_WEIGHT[x.dtype]:
-                (_fused_kernel if x.is_cuda else _fused_kernel_interp)[((M + 15) >> 4,)](
-                    x,
-                    weight,
-                    bias,
-                    residual,
-                    ln_weight,
-                    ln_bias,
-                    out,
-                    M,
-                    N,
-                    K,
-                    eps,
-                    1 << math.frexp((N - 1) | 15)[1],  # max(16, next_power_of_2(N)), exactly
+            if (M + N) * (N + K) < 2**31:
+                out = torch.empty_like(residual)
+                if not M:
+                    return out
+                if N <= 512 and N * K <= _FUSE_MAX_WEIGHT[x.dtype]:
+                    (_fused_kernel if x.is_cuda else _fused_kernel_interp)[((M + 15) >> 4,)](
+                        x,
+                        weight,
+                        bias,
+                        residual,
+                        ln_weight,
+                        ln_bias,
+                        out,
+                        M,
+                        N,
+                        K,
+                        eps,
+                        1 << math.frexp((N - 1) | 15)[1],  # max(16, next_power_of_2(N)), exactly
+                    )
+                    return out
+                block_n = 16 if x.dtype is torch.float32 else 32
+                (_linear_add_kernel if x.is_cuda else _linear_add_kernel_interp)[
+                    ((N + block_n - 1) // block_n, (M + 15) >> 4)
+                ](x, weight, bias, residual, out, M, N, K, block_n)
+                block_n = 1 << math.frexp(N - 1)[1]  # next_power_of_2(N), exactly
+                block_r = 4096 // block_n
+                _layer_norm_kernel[((M + block_r - 1) // block_r,)](
+                    out, ln_weight, ln_bias, M, N, eps, block_n
                 )
                 return out
-            block_n = 16 if x.dtype is torch.float32 else 32
-            (_linear_add_kernel if x.is_cuda else _linear_add_kernel_interp)[
-                ((N + block_n - 1) // block_n, (M + 15) >> 4)
-            ](x, weight, bias, residual, out, M, N, K, block_n)
-            block_n = 1 << math.frexp(N - 1)[1]  # next_power_of_2(N), exactly
-            block_r = 4096 // block_n
-            _layer_norm_kernel[((M + block_r - 1) // block_r,)](
-                out, ln_weight, ln_bias, M, N, eps, block_n
-            )
-            return out
     return _general(x, weight, bias, residual, p, normalized_shape, ln_weight, ln_bias, eps)
 
 

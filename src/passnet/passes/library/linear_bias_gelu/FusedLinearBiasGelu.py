@@ -32,6 +32,30 @@ import triton.language as tl
 _KIND = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 @triton.jit
 def _round(x, KIND: tl.constexpr):
     # An eager fp16/bf16 op stores its result in that dtype: round where it does.
@@ -132,6 +156,12 @@ def fused_linear_bias_gelu(x, weight, bias):
     M = x.numel() // K
     if M == 0 or N == 0:
         return out
+    # The kernel's offsets are int32: x [M, K], weight [N, K] and out [M, N] must each have
+    # fewer than 2**31 elements. (M + N) * (K + N) bounds them all; past it, check them.
+    if (M + N) * (K + N) >= 2**31:
+        _check_int32_offsets(
+            "FusedLinearBiasGelu", ("x", x), ("weight", weight), ("bias", bias), ("out", out)
+        )
     # Few tokens (the dev samples: 10 to 68) leave the GEMM bound by reading the
     # weight: narrow tiles spread it over many programs (on an H200, 16x32x64 tiles ran
     # fp16 at 2.3-3.3 us against eager's 4.4-4.9 us; fp32 with exact products prefers

@@ -37,6 +37,30 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 def _next_pow2(n):
     """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
     of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
@@ -132,6 +156,7 @@ def _general(hidden, mask, sizes, mask_dtype, clamp_min):
     out = torch.empty((B, D), dtype=out_dtype, device=hidden.device)
     if B * D == 0:
         return out
+    _check_int32_offsets("FusedMaskedMeanPooling", ("hidden", hidden), ("mask", mask), ("out", out))
     BLOCK_D = 128 if D >= 128 else _next_pow2(D)
     _masked_mean_pool_kernel[(B, (D + BLOCK_D - 1) // BLOCK_D)](
         hidden,
@@ -151,7 +176,8 @@ def fused_masked_mean_pooling(hidden, mask, sizes, mask_dtype, clamp_min):
     """``sum(hidden * mask, 1) / clamp(sum(mask, 1), min)`` over ``[B, S, D]`` / ``[B, S]``."""
     # Fast path (splade-mini and its variants): the mask cast to fp32 or to the hidden
     # states' dtype (the output's dtype either way), sizes the hidden states' shape as a
-    # tuple, contiguous operands, a float clamp.
+    # tuple, contiguous operands, a float clamp; hidden [B, S, D] and out [B, D] of fewer
+    # than 2**31 elements (int32 offsets: B * (S + 1) * D bounds both, _general refuses).
     shape = hidden.shape
     if (
         (mask_dtype is torch.float32 or mask_dtype is hidden.dtype)
@@ -164,27 +190,28 @@ def fused_masked_mean_pooling(hidden, mask, sizes, mask_dtype, clamp_min):
         and mask.is_contiguous()
     ):
         B, S, D = shape
-        out = hidden.new_empty((B, D), dtype=mask_dtype)
-        if B * D:
-            if D >= 128:
-                block_d = 128
-            else:  # the next power of two >= D; see _next_pow2
-                block_d = D - 1
-                block_d |= block_d >> 1
-                block_d |= block_d >> 2
-                block_d |= block_d >> 4
-                block_d += 1
-            _masked_mean_pool_kernel[(B, (D + block_d - 1) // block_d)](
-                hidden,
-                mask,
-                out,
-                S,
-                D,
-                clamp_min,
-                MODE=_SAME_KIND_MODE[mask_dtype],
-                BLOCK_D=block_d,
-            )
-        return out
+        if B * (S + 1) * D < 2**31:
+            out = hidden.new_empty((B, D), dtype=mask_dtype)
+            if B * D:
+                if D >= 128:
+                    block_d = 128
+                else:  # the next power of two >= D; see _next_pow2
+                    block_d = D - 1
+                    block_d |= block_d >> 1
+                    block_d |= block_d >> 2
+                    block_d |= block_d >> 4
+                    block_d += 1
+                _masked_mean_pool_kernel[(B, (D + block_d - 1) // block_d)](
+                    hidden,
+                    mask,
+                    out,
+                    S,
+                    D,
+                    clamp_min,
+                    MODE=_SAME_KIND_MODE[mask_dtype],
+                    BLOCK_D=block_d,
+                )
+            return out
     return _general(hidden, mask, sizes, mask_dtype, clamp_min)
 
 

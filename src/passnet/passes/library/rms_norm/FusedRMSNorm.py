@@ -36,6 +36,30 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 def _next_pow2(n):
     """The smallest power of two >= ``n`` >= 1: ``triton.next_power_of_2`` without the ~1.5 us
     of its constexpr-function wrapper (recent Triton, e.g. 3.9)."""
@@ -123,6 +147,7 @@ def _general(weight, x, cast_dtype, eps):
     n_rows = x.numel() // N if N else 0
     if n_rows == 0:
         return out
+    _check_int32_offsets("FusedRMSNorm", ("x", x), ("weight", weight), ("out", out))
     block_n = _next_pow2(N)
     block_r = max(1, 4096 // block_n)  # as the kernel derives it
     _rms_norm_kernel[((n_rows + block_r - 1) // block_r,)](
@@ -143,7 +168,8 @@ def _general(weight, x, cast_dtype, eps):
 def fused_rms_norm(weight, x, cast_dtype, eps):
     """``weight * (x * rsqrt(mean(x.to(cast_dtype) ** 2, -1) + eps))``."""
     # Fast path (every site of T5 and its variants): x, weight and the cast of one dtype,
-    # contiguous, weight [N] with N <= 4096, a float eps.
+    # contiguous, weight [N] with N <= 4096, a float eps, x of fewer than 2**31 elements
+    # (int32 offsets: _general refuses larger tensors).
     dtype = x.dtype
     shape = x.shape
     if (
@@ -156,22 +182,24 @@ def fused_rms_norm(weight, x, cast_dtype, eps):
         and x.is_contiguous()
         and weight.is_contiguous()
     ):
-        out = torch.empty_like(x)
-        N = shape[-1]
-        n_rows = x.numel() // N
-        if n_rows:
-            # the next power of two >= N (N <= 4096), then ceil(n_rows / (4096 // block_n))
-            # programs of 4096 // block_n rows; see _next_pow2
-            block_n = N - 1
-            block_n |= block_n >> 1
-            block_n |= block_n >> 2
-            block_n |= block_n >> 4
-            block_n |= block_n >> 8
-            block_n += 1
-            _rms_norm_kernel[((n_rows * block_n + 4095) // 4096,)](
-                x, weight, out, n_rows, N, eps, MODE=_SAME_KIND_MODE[dtype], BLOCK_N=block_n
-            )
-        return out
+        numel = x.numel()
+        if numel < 2**31:
+            out = torch.empty_like(x)
+            N = shape[-1]
+            n_rows = numel // N
+            if n_rows:
+                # the next power of two >= N (N <= 4096), then ceil(n_rows / (4096 // block_n))
+                # programs of 4096 // block_n rows; see _next_pow2
+                block_n = N - 1
+                block_n |= block_n >> 1
+                block_n |= block_n >> 2
+                block_n |= block_n >> 4
+                block_n |= block_n >> 8
+                block_n += 1
+                _rms_norm_kernel[((n_rows * block_n + 4095) // 4096,)](
+                    x, weight, out, n_rows, N, eps, MODE=_SAME_KIND_MODE[dtype], BLOCK_N=block_n
+                )
+            return out
     return _general(weight, x, cast_dtype, eps)
 
 

@@ -41,6 +41,30 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 @triton.jit
 def _round(x, KIND: tl.constexpr):
     # An eager fp16/bf16 op stores its result in that dtype: round where it does.
@@ -176,6 +200,15 @@ def _general(
         weight = weight.contiguous()
     if bias is not None and not bias.is_contiguous():
         bias = bias.contiguous()
+    _check_int32_offsets(
+        "FusedRollAddLayerNorm",
+        ("windows", windows),
+        ("residual", residual),
+        ("weight", weight),
+        ("bias", bias),
+        ("sum", total),
+        ("out", out),
+    )
     block_c = _next_pow2(C)
     block_r = max(1, 4096 // block_c)  # as the kernel derives it
     _roll_add_layer_norm_kernel[((H * W + block_r - 1) // block_r, B)](
@@ -208,7 +241,8 @@ def fused_roll_add_layer_norm(
     """
     # Fast path (the real site): windows [B, H, W, C] and residual [B, H * W, C] of one
     # dtype, weight and bias [C], all contiguous; shifts and normalized_shape tuples of
-    # ints, the view's sizes given, a float eps.
+    # ints, the view's sizes given, a float eps; fewer than 2**31 elements (int32 offsets:
+    # _general refuses larger tensors).
     shape = windows.shape
     dtype = windows.dtype
     if (
@@ -228,6 +262,7 @@ def fused_roll_add_layer_norm(
         and weight.shape == normalized_shape
         and bias.shape == normalized_shape
         and 0 < size_2 <= 4096
+        and size_0 * size_1 * size_2 < 2**31
         and windows.is_contiguous()
         and residual.is_contiguous()
         and weight.is_contiguous()

@@ -78,7 +78,7 @@ def _general(scores, divisor, index, table, sizes, mask, view_5d, view_4d, p):
             + 9 * _KIND[out_dtype]
             + (27 if scores.is_cuda else 0)
         )
-        _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode)
+        _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode, _RULE)
     return out
 
 
@@ -91,7 +91,9 @@ def fused_rel_pos_bias_shifted_window_softmax_dropout(
     training=False)``."""
     # Fast path (the real site): float divisor and p, operands of one dtype, contiguous on one
     # device, scores [v0 * v1, v2, v3, v4] with v3 == v4 == a == b, table [T, v2], an int64
-    # index of v4 * v4 elements, mask [1, v1, 1, v3, v4], viewed back to the scores' shape.
+    # index of v4 * v4 elements, mask [1, v1, 1, v3, v4], viewed back to the scores' shape;
+    # the scores and the table of fewer than 2**31 elements together (int32 offsets: _general
+    # checks each and refuses the larger).
     if (
         type(divisor) is float
         and type(p) is float
@@ -126,33 +128,35 @@ def fused_rel_pos_bias_shifted_window_softmax_dropout(
             and mask.is_contiguous()
             and index.device == scores.device == table.device == mask.device
         ):
-            out = torch.empty_like(scores)
-            n_rows = scores.numel() // v4
-            if n_rows:
-                block_n = _next_pow2(v4)
-                # ceil(n_rows / (4096 // block_n)) programs of 4096 // block_n rows
-                _rel_pos_bias_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
-                    scores,
-                    index,
-                    table,
-                    mask,
-                    out,
-                    n_rows,
-                    v4,
-                    v4,
-                    v4,
-                    1,
-                    v2,
-                    t_shape[0],
-                    v1 * v3,
-                    v2 * v3,
-                    v3,
-                    divisor,
-                    MODE=_SAME_KIND_MODE[dtype] + (27 if scores.is_cuda else 0),
-                    HAS_MASK=True,
-                    BLOCK_N=block_n,
-                )
-            return out
+            numel = scores.numel()
+            if numel + t_shape[0] * t_shape[1] < 2**31:
+                out = torch.empty_like(scores)
+                n_rows = numel // v4
+                if n_rows:
+                    block_n = _next_pow2(v4)
+                    # ceil(n_rows / (4096 // block_n)) programs of 4096 // block_n rows
+                    _rel_pos_bias_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
+                        scores,
+                        index,
+                        table,
+                        mask,
+                        out,
+                        n_rows,
+                        v4,
+                        v4,
+                        v4,
+                        1,
+                        v2,
+                        t_shape[0],
+                        v1 * v3,
+                        v2 * v3,
+                        v3,
+                        divisor,
+                        MODE=_SAME_KIND_MODE[dtype] + (27 if scores.is_cuda else 0),
+                        HAS_MASK=True,
+                        BLOCK_N=block_n,
+                    )
+                return out
     return _general(
         scores, divisor, index, table, (a, b, c), mask, (v0, v1, v2, v3, v4), (w0, w1, w2, w3), p
     )

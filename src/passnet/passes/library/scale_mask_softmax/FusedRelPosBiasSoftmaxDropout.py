@@ -49,6 +49,7 @@ from pass_dir.FusedScaleMaskSoftmax import (
     _KIND,
     _SAME_KIND_MODE,
     _broadcast_shape,
+    _check_int32_offsets,
     _next_pow2,
     _promote,
     _softmax_rows,
@@ -182,8 +183,17 @@ def _bias_layout(scores, index, table, sizes, rule):
     return shape, scores, index, table, (0 if NQ == 1 else NK), (0 if NK == 1 else 1)
 
 
-def _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode):
-    """The general paths' launch: ``shape`` the scores' (non-empty), ``out`` of its elements."""
+def _launch(scores, index, table, mask, out, shape, s_i, s_j, P, Q, divisor, mode, rule):
+    """The general paths' launch: ``shape`` the scores' (non-empty), ``out`` of its elements;
+    tensors the kernel's int32 offsets cannot address are refused, naming ``rule``."""
+    _check_int32_offsets(
+        rule,
+        ("scores", scores),
+        ("index", index),
+        ("table", table),
+        ("mask", mask),
+        ("out", out),
+    )
     N = shape[-1]
     n_rows = math.prod(shape) // N
     block_n = _next_pow2(N)
@@ -221,7 +231,7 @@ def _general(scores, divisor, index, table, sizes, p):
     out = torch.empty(shape, dtype=out_dtype, device=scores.device)
     if out.numel():
         mode = _KIND[scores.dtype] + 3 * _KIND[out_dtype] + (9 if scores.is_cuda else 0)
-        _launch(scores, index, table, None, out, shape, s_i, s_j, 1, 1, divisor, mode)
+        _launch(scores, index, table, None, out, shape, s_i, s_j, 1, 1, divisor, mode, _RULE)
     return out
 
 
@@ -231,7 +241,8 @@ def fused_rel_pos_bias_softmax_dropout(scores, divisor, index, table, a, b, c, p
     .unsqueeze(0), dim=-1), p, training=False)``."""
     # Fast path (every site of the Swin samples): float divisor and p, scores [B, H, N, N] and
     # table [T, H] of one dtype, a contiguous int64 index of N * N elements (any shape),
-    # views (N, N, -1 or H), all contiguous on one device.
+    # views (N, N, -1 or H), all contiguous on one device, the scores and the table of fewer
+    # than 2**31 elements together (int32 offsets: _general checks each, refuses the larger).
     if (
         type(divisor) is float
         and type(p) is float
@@ -259,33 +270,35 @@ def fused_rel_pos_bias_softmax_dropout(scores, divisor, index, table, a, b, c, p
             and index.is_contiguous()
             and index.device == scores.device == table.device
         ):
-            out = torch.empty_like(scores)
-            n_rows = scores.numel() // b
-            if n_rows:
-                block_n = _next_pow2(b)
-                # ceil(n_rows / (4096 // block_n)) programs of 4096 // block_n rows
-                _rel_pos_bias_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
-                    scores,
-                    index,
-                    table,
-                    None,
-                    out,
-                    n_rows,
-                    b,
-                    b,
-                    b,
-                    1,
-                    t_shape[1],
-                    t_shape[0],
-                    1,
-                    1,
-                    1,
-                    divisor,
-                    MODE=_SAME_KIND_MODE[dtype] + (9 if scores.is_cuda else 0),
-                    HAS_MASK=False,
-                    BLOCK_N=block_n,
-                )
-            return out
+            numel = scores.numel()
+            if numel + t_shape[0] * t_shape[1] < 2**31:
+                out = torch.empty_like(scores)
+                n_rows = numel // b
+                if n_rows:
+                    block_n = _next_pow2(b)
+                    # ceil(n_rows / (4096 // block_n)) programs of 4096 // block_n rows
+                    _rel_pos_bias_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
+                        scores,
+                        index,
+                        table,
+                        None,
+                        out,
+                        n_rows,
+                        b,
+                        b,
+                        b,
+                        1,
+                        t_shape[1],
+                        t_shape[0],
+                        1,
+                        1,
+                        1,
+                        divisor,
+                        MODE=_SAME_KIND_MODE[dtype] + (9 if scores.is_cuda else 0),
+                        HAS_MASK=False,
+                        BLOCK_N=block_n,
+                    )
+                return out
     return _general(scores, divisor, index, table, (a, b, c), p)
 
 

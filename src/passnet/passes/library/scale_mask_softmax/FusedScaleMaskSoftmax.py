@@ -44,6 +44,30 @@ def _promote(a, b):
     return a if _RANK[a] > _RANK[b] else b
 
 
+def _check_int32_offsets(rule, *operands):
+    """Refuse, before any launch, what the kernels' int32 offsets cannot address: a tensor of
+    2**31 or more elements, or one read through strides up to an offset of 2**31 or more.
+    ``operands`` are ``(name, tensor)`` pairs; a ``None`` tensor is skipped."""
+    for name, t in operands:
+        if t is None:
+            continue
+        n = t.numel()
+        if n >= 2**31:
+            raise ValueError(
+                f"{rule}: tensors of 2**31 or more elements are not supported (int32 offsets); "
+                f"got {name} with {n} elements"
+            )
+        reach = 0
+        if n:
+            for size, stride in zip(t.shape, t.stride()):
+                reach += (size - 1) * stride
+        if reach >= 2**31:
+            raise ValueError(
+                f"{rule}: offsets of 2**31 or more are not supported (int32 offsets); got {name} "
+                f"of shape {tuple(t.shape)} and strides {t.stride()}, reaching offset {reach}"
+            )
+
+
 def _check_zero_dim(a, b, names, rule):
     """Refuse a 0-dim operand of a dtype other than the dimensioned one's: eager's promotion
     then takes the dimensioned operand's dtype (and rounds the 0-dim one to it first), which
@@ -214,18 +238,20 @@ def _scale_strided_mask_softmax_kernel(
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def _general(scores, divisor, mask):
-    """Every case the fast path leaves: mixed dtypes, int divisor, other broadcasts, layouts."""
+def _general(scores, divisor, mask, rule):
+    """Every case the fast path leaves: mixed dtypes, int divisor, other broadcasts, layouts,
+    and tensors the kernels' int32 offsets cannot address (refused). ``rule`` names the rule
+    in errors (FusedScaleMaskSoftmaxDropout calls this rule's wrapper)."""
     if not isinstance(divisor, (int, float)) or not isinstance(mask, torch.Tensor):
         raise TypeError(
-            "FusedScaleMaskSoftmax needs a numeric divisor and a tensor mask, got "
+            f"{rule} needs a numeric divisor and a tensor mask, got "
             f"{divisor!r} and a {'tensor' if isinstance(mask, torch.Tensor) else repr(mask)}"
         )
     if scores.dtype not in _KIND or mask.dtype not in _KIND:
         raise TypeError(
-            f"FusedScaleMaskSoftmax supports float32/float16/bfloat16, got {scores.dtype}, {mask.dtype}"
+            f"{rule} supports float32/float16/bfloat16, got {scores.dtype}, {mask.dtype}"
         )
-    _check_zero_dim(scores, mask, ("scores", "mask"), "FusedScaleMaskSoftmax")
+    _check_zero_dim(scores, mask, ("scores", "mask"), rule)
     out_dtype = _promote(scores.dtype, mask.dtype)
     shape = list(scores.shape)
     if mask.shape != scores.shape:
@@ -248,6 +274,7 @@ def _general(scores, divisor, mask):
     while trailing and trailing[0] == 1:
         trailing = trailing[1:]
     if trailing and trailing == shape[len(shape) - len(trailing) :] and mask.is_contiguous():
+        _check_int32_offsets(rule, ("scores", scores), ("mask", mask), ("out", out))
         _scale_mask_softmax_kernel[grid](
             scores,
             mask,
@@ -263,6 +290,8 @@ def _general(scores, divisor, mask):
         return out
     m, m_lead, m_sc = _row_layout(mask, shape, 1)
     lead, (m_lead,) = _collapse(shape[:-1], [m_lead])
+    # m is read through its strides: the largest offset they reach must fit too
+    _check_int32_offsets(rule, ("scores", scores), ("mask", m), ("out", out))
     _scale_strided_mask_softmax_kernel[grid](
         scores,
         m,
@@ -282,10 +311,12 @@ def _general(scores, divisor, mask):
 
 
 @torch.fx.wrap
-def fused_scale_mask_softmax(scores, divisor, mask):
-    """``softmax(scores / divisor + mask, dim=-1)`` with ``divisor`` a number."""
+def fused_scale_mask_softmax(scores, divisor, mask, rule="FusedScaleMaskSoftmax"):
+    """``softmax(scores / divisor + mask, dim=-1)`` with ``divisor`` a number; ``rule``, the
+    rule named in errors (FusedScaleMaskSoftmaxDropout passes its own)."""
     # Fast path (every site of the Swin samples): float divisor, scores and mask of one
-    # dtype, both contiguous, the mask of the scores' shape or broadcast over dim 0.
+    # dtype, both contiguous, the mask of the scores' shape or broadcast over dim 0, the
+    # scores of fewer than 2**31 elements (int32 offsets: _general refuses larger tensors).
     if type(divisor) is float and isinstance(mask, torch.Tensor):
         dtype = scores.dtype
         shape = scores.shape
@@ -300,31 +331,33 @@ def fused_scale_mask_softmax(scores, divisor, mask):
             and scores.is_contiguous()
             and mask.is_contiguous()
         ):
-            out = torch.empty_like(scores)
-            N = shape[-1]
-            n_rows = scores.numel() // N
-            if n_rows:
-                # the next power of two >= N (N <= 4096), then ceil(n_rows / (4096 // block_n))
-                # programs of 4096 // block_n rows; see _next_pow2
-                block_n = N - 1
-                block_n |= block_n >> 1
-                block_n |= block_n >> 2
-                block_n |= block_n >> 4
-                block_n |= block_n >> 8
-                block_n += 1
-                _scale_mask_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
-                    scores,
-                    mask,
-                    out,
-                    n_rows,
-                    mask.numel() // N,
-                    N,
-                    divisor,
-                    MODE=_SAME_KIND_MODE[dtype] + (9 if scores.is_cuda else 0),
-                    BLOCK_N=block_n,
-                )
-            return out
-    return _general(scores, divisor, mask)
+            numel = scores.numel()
+            if numel < 2**31:
+                out = torch.empty_like(scores)
+                N = shape[-1]
+                n_rows = numel // N
+                if n_rows:
+                    # the next power of two >= N (N <= 4096), then ceil(n_rows / (4096 // block_n))
+                    # programs of 4096 // block_n rows; see _next_pow2
+                    block_n = N - 1
+                    block_n |= block_n >> 1
+                    block_n |= block_n >> 2
+                    block_n |= block_n >> 4
+                    block_n |= block_n >> 8
+                    block_n += 1
+                    _scale_mask_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
+                        scores,
+                        mask,
+                        out,
+                        n_rows,
+                        mask.numel() // N,
+                        N,
+                        divisor,
+                        MODE=_SAME_KIND_MODE[dtype] + (9 if scores.is_cuda else 0),
+                        BLOCK_N=block_n,
+                    )
+                return out
+    return _general(scores, divisor, mask, rule)
 
 
 def pattern(in_0, in_1, in_2):

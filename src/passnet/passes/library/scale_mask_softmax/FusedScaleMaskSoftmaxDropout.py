@@ -48,7 +48,7 @@ def fused_scale_mask_softmax_dropout(scores, divisor, mask, p):
     """``dropout(softmax(scores / divisor + mask, dim=-1), p, training=False)``: the softmax."""
     if type(p) is not float or not 0.0 <= p <= 1.0:
         _check_dropout_p(p)
-    return fused_scale_mask_softmax(scores, divisor, mask)
+    return fused_scale_mask_softmax(scores, divisor, mask, "FusedScaleMaskSoftmaxDropout")
 
 
 def pattern(in_0, in_1, in_2, in_3):

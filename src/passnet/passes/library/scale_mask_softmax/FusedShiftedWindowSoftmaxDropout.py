@@ -42,6 +42,7 @@ import triton
 import triton.language as tl
 from pass_dir.FusedScaleMaskSoftmax import (
     _broadcast_shape,
+    _check_int32_offsets,
     _check_zero_dim,
     _next_pow2,
     _promote,
@@ -220,6 +221,7 @@ def _general(scores, divisor, bias, mask, view_5d, view_4d, p):
         + 9 * _KIND[out_dtype]
         + (27 if scores.is_cuda else 0)
     )
+    _check_int32_offsets(_RULE, ("scores", scores), ("bias", bias), ("mask", mask), ("out", out))
     _shifted_window_softmax_kernel[((n_rows + block_r - 1) // block_r,)](
         scores,
         bias,
@@ -247,7 +249,8 @@ def fused_shifted_window_softmax_dropout(
     .view(w0, .., w3), dim=-1), p, training=False)``."""
     # Fast path (the real site): float divisor and p, operands of one dtype, contiguous,
     # scores [v0 * v1, v2, v3, v4], bias [1, v2, v3, v4], mask [1, v1, 1, v3, v4], viewed
-    # back to the scores' shape.
+    # back to the scores' shape, the scores of fewer than 2**31 elements (int32 offsets:
+    # _general refuses larger tensors).
     if type(divisor) is float and type(p) is float and isinstance(mask, torch.Tensor):
         dtype = scores.dtype
         shape = scores.shape
@@ -268,33 +271,35 @@ def fused_shifted_window_softmax_dropout(
             and bias.is_contiguous()
             and mask.is_contiguous()
         ):
-            out = torch.empty_like(scores)
-            n_rows = scores.numel() // v4
-            if n_rows:
-                # the next power of two >= v4 (<= 4096), then ceil(n_rows / (4096 // block_n))
-                # programs of 4096 // block_n rows; see _next_pow2
-                block_n = v4 - 1
-                block_n |= block_n >> 1
-                block_n |= block_n >> 2
-                block_n |= block_n >> 4
-                block_n |= block_n >> 8
-                block_n += 1
-                _shifted_window_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
-                    scores,
-                    bias,
-                    mask,
-                    out,
-                    n_rows,
-                    v2 * v3,
-                    v1 * v3,
-                    v2 * v3,
-                    v3,
-                    v4,
-                    divisor,
-                    MODE=_SAME_KIND_MODE[dtype] + (27 if scores.is_cuda else 0),
-                    BLOCK_N=block_n,
-                )
-            return out
+            numel = scores.numel()
+            if numel < 2**31:
+                out = torch.empty_like(scores)
+                n_rows = numel // v4
+                if n_rows:
+                    # the next power of two >= v4 (<= 4096), then ceil(n_rows / (4096 // block_n))
+                    # programs of 4096 // block_n rows; see _next_pow2
+                    block_n = v4 - 1
+                    block_n |= block_n >> 1
+                    block_n |= block_n >> 2
+                    block_n |= block_n >> 4
+                    block_n |= block_n >> 8
+                    block_n += 1
+                    _shifted_window_softmax_kernel[((n_rows * block_n + 4095) // 4096,)](
+                        scores,
+                        bias,
+                        mask,
+                        out,
+                        n_rows,
+                        v2 * v3,
+                        v1 * v3,
+                        v2 * v3,
+                        v3,
+                        v4,
+                        divisor,
+                        MODE=_SAME_KIND_MODE[dtype] + (27 if scores.is_cuda else 0),
+                        BLOCK_N=block_n,
+                    )
+                return out
     return _general(scores, divisor, bias, mask, (v0, v1, v2, v3, v4), (w0, w1, w2, w3), p)
 
 
