@@ -40,8 +40,10 @@ the C function would call each tensor's ``data_ptr`` again and ask the driver
 (``cuPointerGetAttribute``) whether it is a device address. The key keeps tensors
 off CUDA apart, and a key's first call goes through Triton, which refuses them.
 Kernels that use scratch memory or tensor descriptors keep the Python launcher.
-Between the rewritten graph's own operations each Python layer costs several times
-what it costs in a loop (cold caches; ``benchmarks/passes/site_cost.py``).
+Between the rewritten graph's own operations the C launch costs about what it costs
+in a loop, and the Python around it (key, wrapper, the pass manager's call) three to
+four times as much (``benchmarks/passes/site_warmth.py``), which is why the lean path
+computes as little as it can in Python.
 
 Before the first kernel is accelerated a probe kernel is launched through Triton
 and the lean paths and the outputs compared; if the launcher's calling convention
