@@ -138,7 +138,7 @@ def _recording_launches(
         saved = [(run, dict(run.cache)) for run in runs]
         for run in runs:
             for key, entry in run.cache.items():
-                run.cache[key] = (entry[0], recording(entry[1]), *entry[2:])
+                run.cache[key] = entry._replace(launch=recording(entry.launch))
         try:
             yield
         finally:

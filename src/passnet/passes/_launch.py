@@ -60,12 +60,13 @@ import os
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 __all__ = [
     "MAX_KEYS",
+    "CacheEntry",
     "FastRun",
     "accelerate",
     "accelerate_rules",
@@ -85,6 +86,19 @@ MAX_KEYS = 256
 _PLAIN = frozenset({int, float, bool, str, type(None)})
 
 _probe_result: tuple[bool, str, bool] | None = None
+
+
+class CacheEntry(NamedTuple):
+    """What a known key launches (unpacked in this order on every lean call)."""
+
+    compiled: Any  #: Triton's compiled kernel (returned, as Triton's run returns it)
+    launch: Callable[..., Any]  #: Triton's C launch function, or the Python launcher
+    gx: int
+    gy: int
+    gz: int
+    head: tuple[Any, ...]  #: the launch's arguments between the stream and the kernel's
+    addresses: bool  #: tensors passed by address (direct launch) rather than as tensors
+    tail: tuple[Any, ...]  #: values of the parameters given by keyword, in signature order
 
 
 class FastRun:
@@ -107,10 +121,7 @@ class FastRun:
         self.fn = fn
         self.original = type(fn).run
         self.names = tuple(p.name for p in fn.params)
-        # key -> (compiled kernel, launch function, grid x, y, z, the launch's arguments
-        # before the kernel's, whether tensors go by address, values of the parameters
-        # given by keyword)
-        self.cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.cache: dict[tuple[Any, ...], CacheEntry] = {}
         self.device = device or torch._C._cuda_getDevice
         self.stream = stream or torch._C._cuda_getCurrentRawStream
         self.direct = direct  # call Triton's C launch function itself (see _direct_launch)
@@ -199,7 +210,7 @@ class FastRun:
         else:
             launch = launcher
             head = (compiled.function, compiled.packed_metadata, None, None, None)
-        self.cache[key] = (
+        self.cache[key] = CacheEntry(
             compiled,
             launch,
             gx,
@@ -339,7 +350,7 @@ def _probe() -> tuple[bool, str, bool]:
         run = FastRun(_probe_kernel, direct=True)
         y = lean_output(run)
         direct = y is not None and torch.equal(y, expected)
-        direct = direct and all(entry[6] for entry in run.cache.values())
+        direct = direct and all(entry.addresses for entry in run.cache.values())
     except Exception as exc:  # noqa: BLE001 - the launcher's own path stays
         log.info("direct Triton launches off: %s: %s", type(exc).__name__, exc)
         direct = False
