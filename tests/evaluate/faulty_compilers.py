@@ -168,3 +168,18 @@ class MarksZeroInput(Compiler):
             return out
 
         return run
+
+
+class Jittery(Compiler):
+    """Correct, but every other call sleeps 5 ms and the others 1 ms: a timing spread
+    (IQR/median about 1.3) that no re-measurement removes."""
+
+    def compile(self, module, example_inputs):
+        calls = [0]
+
+        def run(*args):
+            calls[0] += 1
+            time.sleep(0.005 if calls[0] % 2 else 0.001)
+            return module(*args)
+
+        return run
