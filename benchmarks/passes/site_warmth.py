@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
 """Why does a replacement cost more between a graph's own ops than in a loop? (GPU)
 
-``site_cost.py`` found a lean replacement call costing 17-33 µs of host time inside a
-real graph against about 13 µs in a loop, and a stand-in that only calls
-``torch.empty`` 15-25 µs against about 3 µs. This script tests whether cold caches
-(CPU caches and TLBs emptied by the graph's other ops) are the cause. For each case the
-rewritten graph (lean launches, as ``pass_mgr`` runs it on CUDA) is stamped around
-every node (``site_cost.stamped``) and every replacement call node is made to call, in
-turn:
+A lean replacement call costs about 40 µs of host time inside a real graph against
+13-20 µs in a loop (docs/pass_library.md, "Session 12"). This script looks for where
+that goes, and whether cold caches (CPU caches and TLBs emptied by the graph's other
+ops) are the cause. For each case the rewritten graph (lean launches, as ``pass_mgr``
+runs it on CUDA) is stamped around every node (``site_cost.stamped``) and every
+replacement call node is made to call, in turn:
 
 * ``pm``: the replacement as ``pass_mgr`` calls it;
 * ``pm2``: the same, twice in a row (the second call's result is used), so
