@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from passnet.cli import build_parser, main
 from tests.conftest import BERT, MLP, SYMINT_HEAD, faulty
@@ -140,6 +141,16 @@ def test_mistakes_in_the_command_are_errors_not_records(
     out = tmp_path / "run"
     assert main(["eval", str(MLP), "--compiler", "eager", option, value, "--out", str(out)]) == 2
     assert message in " ".join(capsys.readouterr().out.split())
+    assert not (out / "results.jsonl").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run")
+def test_flush_l2_on_cpu_is_an_error_of_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["eval", str(MLP), "--compiler", "eager", "--flush-l2", "--out", str(out)]) == 2
+    assert "--flush-l2" in capsys.readouterr().out
     assert not (out / "results.jsonl").exists()
 
 

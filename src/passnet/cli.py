@@ -79,6 +79,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             timeout_s=args.timeout,
             num_threads=args.threads,
             time_graphs=not args.no_timing,
+            flush_l2=args.flush_l2,
         )
     except ValueError as exc:
         raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
@@ -359,6 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="compiler option (repeatable)",
     )
     p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument(
+        "--flush-l2",
+        action="store_true",
+        help="CUDA: evict the GPU's L2 cache before every timed call (cold-cache timing)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
     p.set_defaults(func=_cmd_eval)
 

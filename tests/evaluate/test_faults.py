@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -208,3 +209,13 @@ def test_an_out_of_memory_is_recognised_through_wrapping_errors() -> None:
         assert _out_of_memory(wrapped)
     assert not _out_of_memory(RuntimeError("CUDA error: an illegal memory access"))
     assert _device_problem("cpu") is None
+
+
+@pytest.mark.gpu
+def test_an_evaluation_with_the_l2_flush_records_the_setting(fast: EvalSettings) -> None:
+    rec = evaluate_sample(
+        MLP, "eager", device="cuda", settings=dataclasses.replace(fast, flush_l2=True)
+    )
+    assert rec.status is Status.OK
+    assert rec.settings["flush_l2"] is True
+    assert rec.compiled is not None and rec.compiled.device is not None

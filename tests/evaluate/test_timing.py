@@ -17,6 +17,7 @@ import pytest
 from passnet.evaluate._timing import (
     _median_rel_se,
     cpu_timer,
+    flushing,
     measure_interleaved,
     summarize,
 )
@@ -230,3 +231,34 @@ def test_warm_up_makes_the_calls_then_runs_for_its_minimum_time() -> None:
     script.measure(warmup=0, trials=2, rounds=1, min_warmup_s=0.05)
     assert time.perf_counter() - t0 >= 0.05
     assert len(script.calls) > 4  # warm-up calls were made for the minimum time
+
+
+def test_a_flushing_timer_flushes_before_every_call_outside_the_clock() -> None:
+    events: list[str] = []
+
+    def flush() -> None:
+        events.append("flush")
+        time.sleep(0.02)
+
+    timer = flushing(cpu_timer, flush)
+    for _ in range(3):
+        e2e, device = timer(lambda: events.append("call"), [])
+        assert e2e < 20.0  # the flush's 20 ms are not in the timed call
+        assert device is None
+    assert events == ["flush", "call"] * 3
+
+
+@pytest.mark.gpu
+def test_the_l2_flusher_overwrites_twice_the_l2_cache() -> None:
+    import torch
+
+    from passnet.evaluate._timing import l2_flusher
+
+    flush = l2_flusher("cuda")
+    buffer = flush.__self__
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert buffer.is_cuda and buffer.numel() == 2 * l2
+    buffer.fill_(1)
+    flush()
+    torch.cuda.synchronize()
+    assert int(buffer.max()) == 0

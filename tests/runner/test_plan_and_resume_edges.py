@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from passnet.errors import DeviceUnavailable, InputFormatError, StoreError
-from passnet.evaluate import EvalSettings, probe_device
+from passnet.evaluate import EvalSettings, evaluate_sample, probe_device
 from passnet.runner import ResultStore, check_device, plan_items, read_records, run_evaluations
+from passnet.runner._run import _settings_differences
 from passnet.sample import find_samples
 from passnet.status import Status
 from tests.conftest import BERT, MLP
@@ -59,6 +60,26 @@ def test_resuming_with_other_settings_is_refused_naming_them(
         items, compiler="eager", settings=longer, out_dir=tmp_path, echo_logs=False
     )
     assert again.resumed == 1 and again.evaluated == 0
+
+
+def test_flush_l2_off_cuda_is_refused_before_anything_runs(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    flushing = dataclasses.replace(fast, flush_l2=True)
+    with pytest.raises(DeviceUnavailable, match="--device cuda"):
+        run_evaluations(plan_items([MLP]), compiler="eager", settings=flushing, out_dir=tmp_path)
+    assert not (tmp_path / "results.jsonl").exists()
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        evaluate_sample(MLP, "eager", settings=flushing)
+
+
+def test_a_record_from_before_the_l2_flush_setting_counts_as_measured_without_it() -> None:
+    older = {k: v for k, v in EvalSettings().to_dict().items() if k != "flush_l2"}
+    assert _settings_differences(older, EvalSettings().to_dict()) == []
+    flushing = EvalSettings(flush_l2=True).to_dict()
+    assert _settings_differences(older, flushing) == ["flush_l2 False there, True now"]
+    # other settings added since are still compared only where both records know them
+    assert _settings_differences({"trials": 100}, EvalSettings().to_dict()) == []
 
 
 def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(

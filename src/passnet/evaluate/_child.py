@@ -25,7 +25,13 @@ import torch
 from passnet.errors import DeviceUnavailable, PassnetError
 from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
 from passnet.evaluate._settings import EvalSettings
-from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
+from passnet.evaluate._timing import (
+    cpu_timer,
+    cuda_timer,
+    flushing,
+    l2_flusher,
+    measure_interleaved,
+)
 from passnet.status import Status
 
 __all__ = ["ChildRequest", "probe_device_child", "run_child"]
@@ -418,6 +424,8 @@ def _measure(
     compiled: Any, module: Any, inputs: list[Any], device: str, s: EvalSettings, mutating: bool
 ) -> dict[str, Any]:
     timer = cuda_timer if device.startswith("cuda") else cpu_timer
+    if s.flush_l2 and device.startswith("cuda"):
+        timer = flushing(timer, l2_flusher(device))
 
     def same() -> list[Any]:
         return inputs

@@ -88,10 +88,14 @@ def evaluate_sample(
     """Evaluate one GraphNet sample in an isolated child process.
 
     Never raises for problems of the sample or the compiler: they become the
-    record's status. ``graph_label`` is the name stored in the record (default:
+    record's status (a ``ValueError`` is the caller's: ``flush_l2`` off CUDA). ``graph_label`` is the name stored in the record (default:
     the path as given).
     """
     settings = settings or EvalSettings()
+    if settings.flush_l2 and not str(device).startswith("cuda"):
+        raise ValueError(
+            f"settings.flush_l2 flushes the GPU's L2 cache: it needs a CUDA device, got {device!r}"
+        )
     compiler_config = dict(compiler_config or {})
     started = _now()
     t0 = time.perf_counter()

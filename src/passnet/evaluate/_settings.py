@@ -41,6 +41,10 @@ class EvalSettings:
     """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
     time_graphs: bool = True
     """Measure timing (off: correctness only)."""
+    flush_l2: bool = False
+    """On CUDA, overwrite a buffer twice the size of the GPU's L2 cache before every timed
+    call, outside the timed region (cold-cache timing, as ``triton.testing.do_bench``
+    does); CUDA only."""
 
     def __post_init__(self) -> None:
         positive = {"warmup": self.warmup, "trials": self.trials, "rounds": self.rounds}

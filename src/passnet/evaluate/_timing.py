@@ -18,7 +18,14 @@ import torch
 
 from passnet.evaluate._record import Timing, TimingStats
 
-__all__ = ["cpu_timer", "cuda_timer", "measure_interleaved", "summarize"]
+__all__ = [
+    "cpu_timer",
+    "cuda_timer",
+    "flushing",
+    "l2_flusher",
+    "measure_interleaved",
+    "summarize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,29 @@ def cuda_timer(fn: Callable[..., Any], args: list[Any]) -> tuple[float, float | 
     torch.cuda.synchronize()
     e2e = (time.perf_counter_ns() - t0) / 1e6
     return e2e, float(start.elapsed_time(end))
+
+
+def flushing(timer: Timer, flush: Callable[[], Any]) -> Timer:
+    """``timer`` with ``flush()`` called before every call, outside the timed region (the
+    CUDA timer synchronizes before it starts its clocks, so the flush has finished)."""
+
+    def timed(fn: Callable[..., Any], args: list[Any]) -> tuple[float, float | None]:
+        flush()
+        return timer(fn, args)
+
+    return timed
+
+
+def l2_flusher(device: str | torch.device) -> Callable[[], Any]:
+    """A callable that evicts the GPU's L2 cache: it overwrites a buffer of twice its size.
+
+    The size comes from the device's properties (``L2_cache_size``); where torch does not
+    report it, 128 MiB is assumed (more than any current GPU's L2).
+    """
+    dev = torch.device(device)
+    l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 128 * 2**20
+    buffer = torch.empty(2 * int(l2), dtype=torch.uint8, device=dev)
+    return buffer.zero_
 
 
 def summarize(samples_ms: list[float]) -> TimingStats:

@@ -72,12 +72,19 @@ def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str
 _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 
 
+#: Settings added since records were first written, with the value a record without the
+#: key was measured with (an older passnet had no L2 flush).
+_ABSENT_MEANS: dict[str, Any] = {"flush_l2": False}
+
+
 def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """Settings a stored record was evaluated with that differ from the ones asked for now.
 
     Only keys both know are compared, so records of an older passnet (without a
-    setting added since) still resume.
+    setting added since) still resume; a key in :data:`_ABSENT_MEANS` missing from a
+    record stands for its old behaviour.
     """
+    found = {**{k: v for k, v in _ABSENT_MEANS.items() if k in wanted}, **found}
     return [
         f"{k} {found[k]!r} there, {wanted[k]!r} now"
         for k in sorted(found.keys() & wanted.keys() - _RESUMABLE_SETTINGS)
@@ -193,6 +200,11 @@ def run_evaluations(
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
     check_device(compiler, device)
+    if settings.flush_l2 and not device.startswith("cuda"):
+        raise DeviceUnavailable(
+            "--flush-l2 flushes the GPU's L2 cache between timed calls: run it with --device cuda",
+            device=device,
+        )
     # A key the compiler does not take is a mistake in the command, not a column of records.
     from passnet.compilers import COMPILERS
 
