@@ -88,8 +88,9 @@ def evaluate_sample(
     """Evaluate one GraphNet sample in an isolated child process.
 
     Never raises for problems of the sample or the compiler: they become the
-    record's status (a ``ValueError`` is the caller's: ``flush_l2`` off CUDA). ``graph_label`` is the name stored in the record (default:
-    the path as given).
+    record's status. Raises ``ValueError`` for a mistake of the caller's:
+    ``settings.flush_l2`` off CUDA. ``graph_label`` is the name stored in the record
+    (default: the path as given).
     """
     settings = settings or EvalSettings()
     if settings.flush_l2 and not str(device).startswith("cuda"):
