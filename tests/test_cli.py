@@ -145,12 +145,13 @@ def test_mistakes_in_the_command_are_errors_not_records(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run")
-def test_flush_l2_on_cpu_is_an_error_of_the_command(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("option", ["--flush-l2", "--replay-timing"])
+def test_cuda_only_timing_options_on_cpu_are_errors_of_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
     out = tmp_path / "run"
-    assert main(["eval", str(MLP), "--compiler", "eager", "--flush-l2", "--out", str(out)]) == 2
-    assert "--flush-l2" in capsys.readouterr().out
+    assert main(["eval", str(MLP), "--compiler", "eager", option, "--out", str(out)]) == 2
+    assert f"{option} time on a GPU" in " ".join(capsys.readouterr().out.split())
     assert not (out / "results.jsonl").exists()
 
 

@@ -80,6 +80,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             num_threads=args.threads,
             time_graphs=not args.no_timing,
             flush_l2=args.flush_l2,
+            replay_timing=args.replay_timing,
         )
     except ValueError as exc:
         raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
@@ -364,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--flush-l2",
         action="store_true",
         help="CUDA: evict the GPU's L2 cache before every timed call (cold-cache timing)",
+    )
+    p.add_argument(
+        "--replay-timing",
+        action="store_true",
+        help="CUDA: also time each side replayed as a CUDA graph (the device floor)",
     )
     p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
     p.set_defaults(func=_cmd_eval)

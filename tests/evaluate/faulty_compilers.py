@@ -183,3 +183,32 @@ class Jittery(Compiler):
             return module(*args)
 
         return run
+
+
+class SyncsWhileCapturing(Compiler):
+    """Correct; reads a value back to the host on every call, which a CUDA graph cannot
+    capture (replay timing must say so and keep the result)."""
+
+    def compile(self, module, example_inputs):
+        def run(*args):
+            out = module(*args)
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            float(first.sum())  # a device-to-host copy: not allowed while capturing
+            return out
+
+        return run
+
+
+class DiesWhileCapturing(Compiler):
+    """Correct, but kills its own process when called during CUDA-graph capture."""
+
+    def compile(self, module, example_inputs):
+        import os
+        import signal
+
+        def run(*args):
+            if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                os.kill(os.getpid(), signal.SIGKILL)
+            return module(*args)
+
+        return run

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -219,3 +221,73 @@ def test_an_evaluation_with_the_l2_flush_records_the_setting(fast: EvalSettings)
     assert rec.status is Status.OK
     assert rec.settings["flush_l2"] is True
     assert rec.compiled is not None and rec.compiled.device is not None
+
+
+def test_a_child_that_dies_after_its_provisional_result_keeps_it_with_a_note(
+    fast: EvalSettings,
+) -> None:
+    # What the parent does when a child dies during replay timing (CUDA only): the result
+    # sent before it stands, and each side says why it has no replay figures.
+    from passnet.evaluate._child import ChildRequest, run_child
+    from passnet.evaluate._evaluate import _to_record
+    from passnet.evaluate._isolate import ChildOutcome
+
+    messages: list[tuple[str, Any]] = []
+    run_child(ChildRequest(str(MLP), "eager", {}, "cpu", fast), messages.append)
+    (result,) = [payload for kind, payload in messages if kind == "result"]
+    outcome = ChildOutcome(
+        result=result,
+        last_stage="replay",
+        exitcode=-signal.SIGSEGV,
+        timed_out=False,
+        started_s=0.5,
+        from_provisional=True,
+    )
+    base = dict(
+        graph="mlp", compiler="eager", compiler_config={}, compiler_config_hash="h", device="cuda"
+    )
+    rec = _to_record(outcome, base, "hash")
+    assert rec.status is Status.OK
+    assert rec.speedup_e2e is not None and rec.speedup_replay is None
+    for side in (rec.eager, rec.compiled):
+        assert side is not None and side.replay is None
+        assert (
+            side.replay_error
+            == "no replay figures: child process died (SIGSEGV) during stage 'replay'"
+        )
+
+
+@pytest.mark.gpu
+def test_replay_timing_times_both_sides_as_cuda_graph_replays(fast: EvalSettings) -> None:
+    rec = evaluate_sample(
+        MLP, "eager", device="cuda", settings=dataclasses.replace(fast, replay_timing=True)
+    )
+    assert rec.status is Status.OK
+    for side in (rec.eager, rec.compiled):
+        assert side is not None and side.replay is not None and side.replay_error is None
+        assert side.replay.n == fast.trials and side.replay.median_ms > 0
+    assert rec.speedup_replay is not None
+    assert "replay" in rec.phases_s
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("compiler", "error"),
+    [
+        ("SyncsWhileCapturing", "cannot capture the call as a CUDA graph"),
+        (
+            "DiesWhileCapturing",
+            "no replay figures: child process died (SIGKILL) during stage 'replay'",
+        ),
+    ],
+)
+def test_a_call_that_cannot_be_replayed_keeps_its_result(
+    fast: EvalSettings, compiler: str, error: str
+) -> None:
+    rec = evaluate_sample(
+        MLP, faulty(compiler), device="cuda", settings=dataclasses.replace(fast, replay_timing=True)
+    )
+    assert rec.status is Status.OK
+    assert rec.speedup_e2e is not None and rec.speedup_replay is None
+    assert rec.compiled is not None and rec.compiled.replay is None
+    assert rec.compiled.replay_error is not None and rec.compiled.replay_error.startswith(error)

@@ -79,3 +79,27 @@ def test_a_hanging_child_does_not_outlive_a_killed_harness(tmp_path: Path) -> No
     finally:
         if harness.poll() is None:
             harness.kill()
+
+
+def _provisional_then(end: str, send: Any) -> None:
+    send(("provisional", {"status": "ok", "n": 1}))
+    send(("stage", "replay"))
+    if end == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if end == "hang":
+        time.sleep(3600)
+    send(("result", {"status": "ok", "n": 2}))
+
+
+@pytest.mark.parametrize(
+    ("end", "expected", "from_provisional"),
+    [("finish", 2, False), ("die", 1, True), ("hang", 1, True)],
+)
+def test_a_provisional_result_stands_when_the_child_ends_before_its_final_one(
+    end: str, expected: int, from_provisional: bool
+) -> None:
+    outcome = run_isolated(_provisional_then, (end,), timeout_s=3 if end == "hang" else 120)
+    assert outcome.result == {"status": "ok", "n": expected}
+    assert outcome.from_provisional is from_provisional
+    assert outcome.last_stage == "replay"
+    assert outcome.timed_out is (end == "hang")

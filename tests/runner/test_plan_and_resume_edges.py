@@ -62,22 +62,28 @@ def test_resuming_with_other_settings_is_refused_naming_them(
     assert again.resumed == 1 and again.evaluated == 0
 
 
-def test_flush_l2_off_cuda_is_refused_before_anything_runs(
-    tmp_path: Path, fast: EvalSettings
+@pytest.mark.parametrize(
+    ("setting", "option"), [("flush_l2", "--flush-l2"), ("replay_timing", "--replay-timing")]
+)
+def test_cuda_only_settings_off_cuda_are_refused_before_anything_runs(
+    tmp_path: Path, fast: EvalSettings, setting: str, option: str
 ) -> None:
-    flushing = dataclasses.replace(fast, flush_l2=True)
-    with pytest.raises(DeviceUnavailable, match="--device cuda"):
-        run_evaluations(plan_items([MLP]), compiler="eager", settings=flushing, out_dir=tmp_path)
+    cuda_only = dataclasses.replace(fast, **{setting: True})
+    with pytest.raises(DeviceUnavailable, match=f"{option} time on a GPU.*--device cuda"):
+        run_evaluations(plan_items([MLP]), compiler="eager", settings=cuda_only, out_dir=tmp_path)
     assert not (tmp_path / "results.jsonl").exists()
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        evaluate_sample(MLP, "eager", settings=flushing)
+    with pytest.raises(ValueError, match=f"settings {setting} need a CUDA device"):
+        evaluate_sample(MLP, "eager", settings=cuda_only)
 
 
-def test_a_record_from_before_the_l2_flush_setting_counts_as_measured_without_it() -> None:
-    older = {k: v for k, v in EvalSettings().to_dict().items() if k != "flush_l2"}
+def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_them() -> None:
+    new = ("flush_l2", "replay_timing")
+    older = {k: v for k, v in EvalSettings().to_dict().items() if k not in new}
     assert _settings_differences(older, EvalSettings().to_dict()) == []
     flushing = EvalSettings(flush_l2=True).to_dict()
     assert _settings_differences(older, flushing) == ["flush_l2 False there, True now"]
+    replaying = EvalSettings(replay_timing=True).to_dict()
+    assert _settings_differences(older, replaying) == ["replay_timing False there, True now"]
     # other settings added since are still compared only where both records know them
     assert _settings_differences({"trials": 100}, EvalSettings().to_dict()) == []
 

@@ -31,6 +31,7 @@ from passnet.evaluate._timing import (
     flushing,
     l2_flusher,
     measure_interleaved,
+    measure_replays,
 )
 from passnet.status import Status
 
@@ -324,6 +325,13 @@ def _evaluate(
     _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+        if s.replay_timing and device.startswith("cuda"):
+            # Last, once the result is decided: a capture that kills the process costs only
+            # the replay figures, since the parent keeps this provisional result.
+            stage.send(("provisional", {**result, "phases_s": dict(stage.phases)}))
+            stage.enter("replay")
+            _replay(compiled, module, inputs1, device, s, mutating, timings)
+            result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
 class _IntegrityViolation(PassnetError):
@@ -418,6 +426,37 @@ def _siblings(core: int) -> set[int]:
         if lo.isdigit():
             found.update(range(int(lo), int(hi or lo) + 1))
     return found
+
+
+def _replay(
+    compiled: Any,
+    module: Any,
+    inputs: list[Any],
+    device: str,
+    s: EvalSettings,
+    mutating: bool,
+    timings: dict[str, Any],
+) -> None:
+    """Each side's call captured as a CUDA graph, its replays timed (``replay_timing``);
+    the statistics, or why there are none, go into ``timings``."""
+    make_args = (lambda: _clone(inputs)) if mutating else (lambda: inputs)
+    try:
+        with torch.no_grad():
+            found = measure_replays(
+                {"compiled": (compiled, make_args), "eager": (module, make_args)},
+                warmup=s.warmup,
+                trials=s.trials,
+                rounds=s.rounds,
+            )
+    except Exception as exc:  # noqa: BLE001 - replay figures are optional, the result stands
+        found = {
+            name: f"replay timing failed: {type(exc).__name__}: {exc}"[:500] for name in timings
+        }
+    for name, value in found.items():
+        if isinstance(value, str):
+            timings[name].replay_error = value
+        else:
+            timings[name].replay = value
 
 
 def _measure(

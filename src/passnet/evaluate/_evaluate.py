@@ -88,14 +88,16 @@ def evaluate_sample(
     """Evaluate one GraphNet sample in an isolated child process.
 
     Never raises for problems of the sample or the compiler: they become the
-    record's status. Raises ``ValueError`` for a mistake of the caller's:
-    ``settings.flush_l2`` off CUDA. ``graph_label`` is the name stored in the record
+    record's status. Raises ``ValueError`` for a mistake of the caller's: a CUDA-only
+    setting (``flush_l2``, ``replay_timing``) off CUDA. ``graph_label`` is the name stored in the record
     (default: the path as given).
     """
     settings = settings or EvalSettings()
-    if settings.flush_l2 and not str(device).startswith("cuda"):
+    cuda_only = settings.cuda_only_set()
+    if cuda_only and not str(device).startswith("cuda"):
         raise ValueError(
-            f"settings.flush_l2 flushes the GPU's L2 cache: it needs a CUDA device, got {device!r}"
+            f"settings {', '.join(o.lstrip('-').replace('-', '_') for o in cuda_only)} "
+            f"need a CUDA device, got {device!r}"
         )
     compiler_config = dict(compiler_config or {})
     started = _now()
@@ -157,10 +159,18 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
     }
     d["phases_s"].pop("start", None)
     rec = record_from_dict(d)
+    if outcome.from_provisional:
+        # the child ended during the optional work after its result (replay timing)
+        ended = _death_error(outcome).message
+        for side in (rec.eager, rec.compiled):
+            if side is not None and side.replay is None:
+                side.replay_error = f"no replay figures: {ended}"
     if rec.eager and rec.compiled:
         rec.speedup_e2e = _ratio(rec.eager.e2e.median_ms, rec.compiled.e2e.median_ms)
         if rec.eager.device and rec.compiled.device:
             rec.speedup_device = _ratio(rec.eager.device.median_ms, rec.compiled.device.median_ms)
+        if rec.eager.replay and rec.compiled.replay:
+            rec.speedup_replay = _ratio(rec.eager.replay.median_ms, rec.compiled.replay.median_ms)
     return rec
 
 

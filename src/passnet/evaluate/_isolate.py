@@ -68,6 +68,9 @@ class ChildOutcome:
     started_s: float
     """Seconds from asking for the process to its first message."""
     stages: list[str] = field(default_factory=list)
+    from_provisional: bool = False
+    """The child died or timed out after sending a provisional result (before optional
+    extra work, such as replay timing): ``result`` is that one."""
 
     @property
     def signal_name(self) -> str | None:
@@ -126,7 +129,10 @@ def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
 
 
 def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
-    """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``."""
+    """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``.
+
+    ``send(("provisional", dict))`` is a result to keep if the child dies or runs out of
+    time before its final one (:attr:`ChildOutcome.from_provisional`)."""
     ctx = _context()
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
@@ -140,6 +146,7 @@ def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildO
     stages: list[str] = []
     started_s = -1.0
     timed_out = False
+    provisional: dict[str, Any] | None = None
     while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
@@ -158,6 +165,8 @@ def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildO
             deadline = t0 + started_s + timeout_s
         if kind == "stage":
             stages.append(payload)
+        elif kind == "provisional":
+            provisional = payload
         elif kind == "result":
             result = payload
             break
@@ -166,8 +175,10 @@ def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildO
             proc.kill()
     proc.join(timeout=30)
     parent_conn.close()
+    from_provisional = result is None and provisional is not None
     return ChildOutcome(
-        result=result,
+        result=result if result is not None else provisional,
+        from_provisional=from_provisional,
         last_stage=stages[-1] if stages else "start",
         exitcode=proc.exitcode,
         timed_out=timed_out,

@@ -66,6 +66,11 @@ class Timing:
     """How many times the measurement was repeated with more trials because it was unstable."""
     unstable: bool = False
     """Still unstable after all retries: a timing flag, never a correctness failure."""
+    replay: TimingStats | None = None
+    """CUDA only, on request (``replay_timing``): device milliseconds of one replay of the
+    call captured as a CUDA graph, the device floor without launch overhead."""
+    replay_error: str | None = None
+    """Why ``replay`` is missing although it was asked for (the call could not be captured)."""
 
 
 @dataclass
@@ -141,6 +146,9 @@ class EvalRecord:
     compiled: Timing | None = None
     speedup_e2e: float | None = None
     speedup_device: float | None = None
+    speedup_replay: float | None = None
+    """Eager's median replay time over the compiled side's (``replay_timing``; informational:
+    scores use e2e or device speedups)."""
     pass_report: PassReport | None = None
     integrity: list[str] = field(default_factory=list)
     roofline: dict[str, float] | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["EvalSettings"]
 
@@ -45,6 +45,20 @@ class EvalSettings:
     """On CUDA, overwrite a buffer twice the size of the GPU's L2 cache before every timed
     call, outside the timed region (cold-cache timing, as ``triton.testing.do_bench``
     does); CUDA only."""
+    replay_timing: bool = False
+    """On CUDA, after the timed calls and the fresh-input re-check, capture each side's call
+    as a CUDA graph and time its replays (the device floor without launch overhead);
+    a side that cannot be captured keeps a note instead; CUDA only."""
+
+    #: Settings that only mean something on a CUDA device, with their command-line option.
+    CUDA_ONLY: ClassVar[dict[str, str]] = {
+        "flush_l2": "--flush-l2",
+        "replay_timing": "--replay-timing",
+    }
+
+    def cuda_only_set(self) -> list[str]:
+        """The command-line options of the CUDA-only settings that are on."""
+        return [option for name, option in self.CUDA_ONLY.items() if getattr(self, name)]
 
     def __post_init__(self) -> None:
         positive = {"warmup": self.warmup, "trials": self.trials, "rounds": self.rounds}

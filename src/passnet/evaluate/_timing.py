@@ -23,7 +23,9 @@ __all__ = [
     "cuda_timer",
     "flushing",
     "l2_flusher",
+    "capture_graph",
     "measure_interleaved",
+    "measure_replays",
     "summarize",
 ]
 
@@ -74,6 +76,56 @@ def l2_flusher(device: str | torch.device) -> Callable[[], Any]:
     l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 128 * 2**20
     buffer = torch.empty(2 * int(l2), dtype=torch.uint8, device=dev)
     return buffer.zero_
+
+
+def capture_graph(fn: Callable[..., Any], args: list[Any]) -> torch.cuda.CUDAGraph:
+    """One call of ``fn(*args)`` captured as a CUDA graph (after three calls on a side
+    stream, as capture requires: lazy initialisation must not happen while capturing)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args)
+    torch.cuda.synchronize()
+    return graph
+
+
+def measure_replays(
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], *, warmup: int, trials: int, rounds: int
+) -> dict[str, TimingStats | str]:
+    """Each callable captured as a CUDA graph and its replays timed with CUDA events, in
+    alternating blocks as :func:`measure_interleaved` times the calls; per name the
+    statistics of device milliseconds per replay, or why the call could not be captured."""
+    graphs: dict[str, torch.cuda.CUDAGraph] = {}
+    out: dict[str, TimingStats | str] = {}
+    for name, (fn, make_args) in fns.items():
+        try:
+            graphs[name] = capture_graph(fn, make_args())
+        except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is a finding
+            out[name] = f"cannot capture the call as a CUDA graph: {type(exc).__name__}: {exc}"[
+                :500
+            ]
+            torch.cuda.synchronize()
+
+    def replay_timer(graph: Any, _args: list[Any]) -> tuple[float, float | None]:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)), None
+
+    if graphs:
+        replays = {name: (g, list) for name, g in graphs.items()}
+        _warm_up(replays, replay_timer, warmup, 0.0)
+        series = _run_series(replays, replay_timer, trials, rounds)
+        out.update({name: summarize(e2e) for name, (e2e, _) in series.items()})
+    del graphs
+    return out
 
 
 def summarize(samples_ms: list[float]) -> TimingStats:

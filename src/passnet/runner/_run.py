@@ -73,8 +73,8 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 
 
 #: Settings added since records were first written, with the value a record without the
-#: key was measured with (an older passnet had no L2 flush).
-_ABSENT_MEANS: dict[str, Any] = {"flush_l2": False}
+#: key was measured with (an older passnet had neither L2 flush nor replay timing).
+_ABSENT_MEANS: dict[str, Any] = {"flush_l2": False, "replay_timing": False}
 
 
 def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
@@ -200,9 +200,11 @@ def run_evaluations(
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
     check_device(compiler, device)
-    if settings.flush_l2 and not device.startswith("cuda"):
+    cuda_only = settings.cuda_only_set()
+    if cuda_only and not device.startswith("cuda"):
         raise DeviceUnavailable(
-            "--flush-l2 flushes the GPU's L2 cache between timed calls: run it with --device cuda",
+            f"{' and '.join(cuda_only)} time on a GPU (its L2 cache, CUDA graphs): "
+            "run with --device cuda",
             device=device,
         )
     # A key the compiler does not take is a mistake in the command, not a column of records.
