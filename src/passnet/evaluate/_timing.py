@@ -106,9 +106,8 @@ def measure_replays(
         try:
             graphs[name] = capture_graph(fn, make_args())
         except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is a finding
-            out[name] = f"cannot capture the call as a CUDA graph: {type(exc).__name__}: {exc}"[
-                :500
-            ]
+            why = f"cannot capture the call as a CUDA graph: {type(exc).__name__}: {exc}"
+            out[name] = why[:500]
             torch.cuda.synchronize()
 
     def replay_timer(graph: Any, _args: list[Any]) -> tuple[float, float | None]:
