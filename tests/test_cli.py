@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from passnet.cli import build_parser, main
+from passnet.evaluate import EvalRecord, EvalSettings, evaluate_sample
 from tests.conftest import BERT, MLP, SYMINT_HEAD, faulty
 
 
@@ -232,3 +233,28 @@ def test_plot_inputs_of_the_same_name_must_be_named_apart(
     args = ["plot", str(tmp_path / "a" / "eager"), str(tmp_path / "b" / "eager")]
     assert main([*args, "--out", str(tmp_path / "fig")]) == 2
     assert "two inputs are named 'eager'" in capsys.readouterr().out
+
+
+def test_the_summary_has_a_replay_column_only_where_replay_timing_was_asked_for(
+    fast: EvalSettings,
+) -> None:
+    from rich.console import Console
+
+    from passnet.cli import _print_summary
+
+    rec = evaluate_sample(MLP, "eager", settings=fast)
+
+    def printed(records: list[EvalRecord]) -> str:
+        console = Console(record=True, width=240)
+        _print_summary(records, console)
+        return console.export_text()
+
+    assert "speedup replay" not in printed([rec])
+    rec.settings["replay_timing"] = True
+    rec.speedup_replay = 1.234
+    text = printed([rec])
+    assert "speedup replay" in text and "1.234" in text
+    rec.speedup_replay = None
+    assert rec.compiled is not None
+    rec.compiled.replay_error = "cannot capture the call as a CUDA graph: RuntimeError: x"
+    assert "cannot capture the call as a CUDA graph" in printed([rec])

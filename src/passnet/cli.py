@@ -167,19 +167,25 @@ def _print_summary(records: list[Any], console: Console) -> None:
     from rich.table import Table
 
     table = Table(title="evaluations")
-    for col in ("graph", "status", "speedup e2e", "speedup device", "max diff", "note"):
+    # the replay column only where replay timing was asked for (--replay-timing)
+    replay = any(r.settings.get("replay_timing") for r in records)
+    columns = ["graph", "status", "speedup e2e", "speedup device"]
+    columns += ["speedup replay"] if replay else []
+    for col in (*columns, "max diff", "note"):
         table.add_column(col)
     for r in records:
         note = r.error.message[:60] if r.error else ("unstable timing" if _unstable(r) else "")
-        table.add_row(
-            r.graph,
-            r.status.value,
-            f"{r.speedup_e2e:.3f}" if r.speedup_e2e else "-",
-            f"{r.speedup_device:.3f}" if r.speedup_device else "-",
-            f"{r.correctness.max_diff:.2e}" if r.correctness else "-",
-            note,
-        )
+        if not note and replay and r.compiled and r.compiled.replay_error:
+            note = r.compiled.replay_error[:60]
+        cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
+        cells += [_x(r.speedup_replay)] if replay else []
+        cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-", note]
+        table.add_row(*cells)
     console.print(table)
+
+
+def _x(speedup: float | None) -> str:
+    return f"{speedup:.3f}" if speedup else "-"
 
 
 def _unstable(r: Any) -> bool:
