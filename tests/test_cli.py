@@ -152,7 +152,8 @@ def test_cuda_only_timing_options_on_cpu_are_errors_of_the_command(
 ) -> None:
     out = tmp_path / "run"
     assert main(["eval", str(MLP), "--compiler", "eager", option, "--out", str(out)]) == 2
-    assert f"{option} time on a GPU" in " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{option} (settings" in text and "time on a GPU" in text and "--device cuda" in text
     assert not (out / "results.jsonl").exists()
 
 

@@ -69,10 +69,12 @@ def test_cuda_only_settings_off_cuda_are_refused_before_anything_runs(
     tmp_path: Path, fast: EvalSettings, setting: str, option: str
 ) -> None:
     cuda_only = dataclasses.replace(fast, **{setting: True})
-    with pytest.raises(DeviceUnavailable, match=f"{option} time on a GPU.*--device cuda"):
+    with pytest.raises(
+        DeviceUnavailable, match=f"{option} \\(settings {setting}\\) time on a GPU.*--device cuda"
+    ):
         run_evaluations(plan_items([MLP]), compiler="eager", settings=cuda_only, out_dir=tmp_path)
     assert not (tmp_path / "results.jsonl").exists()
-    with pytest.raises(ValueError, match=f"settings {setting} need a CUDA device"):
+    with pytest.raises(ValueError, match=f"settings {setting}\\) time on a GPU.*not 'cpu'"):
         evaluate_sample(MLP, "eager", settings=cuda_only)
 
 

@@ -330,7 +330,7 @@ def _evaluate(
             # the replay figures, since the parent keeps this provisional result.
             stage.send(("provisional", {**result, "phases_s": dict(stage.phases)}))
             stage.enter("replay")
-            _replay(compiled, module, inputs1, device, s, mutating, timings)
+            _replay(compiled, module, inputs1, s, mutating, timings)
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
@@ -428,18 +428,30 @@ def _siblings(core: int) -> set[int]:
     return found
 
 
+def _args_factory(inputs: list[Any], mutating: bool) -> Callable[[], list[Any]]:
+    """The arguments of each timed call: the same inputs, or fresh clones for a graph that
+    mutates them (made outside the timed region)."""
+
+    def same() -> list[Any]:
+        return inputs
+
+    def fresh() -> list[Any]:
+        return _clone(inputs)
+
+    return fresh if mutating else same
+
+
 def _replay(
     compiled: Any,
     module: Any,
     inputs: list[Any],
-    device: str,
     s: EvalSettings,
     mutating: bool,
     timings: dict[str, Any],
 ) -> None:
     """Each side's call captured as a CUDA graph, its replays timed (``replay_timing``);
     the statistics, or why there are none, go into ``timings``."""
-    make_args = (lambda: _clone(inputs)) if mutating else (lambda: inputs)
+    make_args = _args_factory(inputs, mutating)
     try:
         with torch.no_grad():
             found = measure_replays(
@@ -466,13 +478,7 @@ def _measure(
     if s.flush_l2 and device.startswith("cuda"):
         timer = flushing(timer, l2_flusher(device))
 
-    def same() -> list[Any]:
-        return inputs
-
-    def fresh() -> list[Any]:
-        return _clone(inputs)
-
-    make_args = fresh if mutating else same
+    make_args = _args_factory(inputs, mutating)
     with torch.no_grad():
         return measure_interleaved(
             {"compiled": (compiled, make_args), "eager": (module, make_args)},

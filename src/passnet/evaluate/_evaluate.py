@@ -89,16 +89,13 @@ def evaluate_sample(
 
     Never raises for problems of the sample or the compiler: they become the
     record's status. Raises ``ValueError`` for a mistake of the caller's: a CUDA-only
-    setting (``flush_l2``, ``replay_timing``) off CUDA. ``graph_label`` is the name stored in the record
-    (default: the path as given).
+    setting (``flush_l2``, ``replay_timing``) off CUDA. ``graph_label`` is the name
+    stored in the record (default: the path as given).
     """
     settings = settings or EvalSettings()
-    cuda_only = settings.cuda_only_set()
-    if cuda_only and not str(device).startswith("cuda"):
-        raise ValueError(
-            f"settings {', '.join(o.lstrip('-').replace('-', '_') for o in cuda_only)} "
-            f"need a CUDA device, got {device!r}"
-        )
+    problem = settings.device_problem(device)
+    if problem is not None:
+        raise ValueError(problem)
     compiler_config = dict(compiler_config or {})
     started = _now()
     t0 = time.perf_counter()

@@ -60,6 +60,17 @@ class EvalSettings:
         """The command-line options of the CUDA-only settings that are on."""
         return [option for name, option in self.CUDA_ONLY.items() if getattr(self, name)]
 
+    def device_problem(self, device: str) -> str | None:
+        """Why these settings cannot run on ``device`` (CUDA-only ones off CUDA), or None."""
+        options = self.cuda_only_set()
+        if not options or str(device).startswith("cuda"):
+            return None
+        names = [name for name, option in self.CUDA_ONLY.items() if option in options]
+        return (
+            f"{' and '.join(options)} (settings {', '.join(names)}) time on a GPU "
+            f"(its L2 cache, CUDA graphs): run with --device cuda, not {device!r}"
+        )
+
     def __post_init__(self) -> None:
         positive = {"warmup": self.warmup, "trials": self.trials, "rounds": self.rounds}
         for name, value in positive.items():

@@ -200,13 +200,9 @@ def run_evaluations(
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
     check_device(compiler, device)
-    cuda_only = settings.cuda_only_set()
-    if cuda_only and not device.startswith("cuda"):
-        raise DeviceUnavailable(
-            f"{' and '.join(cuda_only)} time on a GPU (its L2 cache, CUDA graphs): "
-            "run with --device cuda",
-            device=device,
-        )
+    problem = settings.device_problem(device)
+    if problem is not None:
+        raise DeviceUnavailable(problem, device=device)
     # A key the compiler does not take is a mistake in the command, not a column of records.
     from passnet.compilers import COMPILERS
 
