@@ -59,6 +59,7 @@ def test_install_appends_to_an_existing_manifest_and_is_idempotent(tmp_path):
         "Mine",
         "FusedLinearAddLayerNorm",
         "FusedAddLayerNorm",
+        "FusedFeedForwardAddLayerNorm",
         "FusedLinearBiasGelu",
     ]
 

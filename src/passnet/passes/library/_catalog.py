@@ -97,7 +97,10 @@ _PASSES: tuple[ReferencePass, ...] = (
     ),
     ReferencePass(
         "linear_bias_gelu",
-        "linear with bias + exact GELU -> one Triton GEMM with bias and GELU in the epilogue",
+        "the BERT feed-forward sublayer (linear + bias + exact GELU, linear, eval dropout, "
+        "residual add, layer_norm) -> one Triton kernel with both GEMMs, GELU and the "
+        "LayerNorm; linear with bias + exact GELU elsewhere -> one Triton GEMM with bias and "
+        "GELU in the epilogue",
         _BERT,
     ),
     ReferencePass(
