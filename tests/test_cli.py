@@ -146,7 +146,7 @@ def test_mistakes_in_the_command_are_errors_not_records(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run")
-@pytest.mark.parametrize("option", ["--flush-l2", "--replay-timing"])
+@pytest.mark.parametrize("option", ["--flush-l2", "--replay-timing", "--profile-kernels"])
 def test_cuda_only_timing_options_on_cpu_are_errors_of_the_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
@@ -259,3 +259,28 @@ def test_the_summary_has_a_replay_column_only_where_replay_timing_was_asked_for(
     assert rec.compiled is not None
     rec.compiled.replay_error = "cannot capture the call as a CUDA graph: RuntimeError: x"
     assert "cannot capture the call as a CUDA graph" in printed([rec])
+
+
+def test_the_summary_has_a_kernel_column_only_where_profiling_was_asked_for(
+    fast: EvalSettings,
+) -> None:
+    from rich.console import Console
+
+    from passnet.cli import _print_summary
+
+    rec = evaluate_sample(MLP, "eager", settings=fast)
+
+    def printed(records: list[EvalRecord]) -> str:
+        console = Console(record=True, width=240)
+        _print_summary(records, console)
+        return console.export_text()
+
+    assert "speedup kernels" not in printed([rec])
+    rec.settings["profile_kernels"] = True
+    rec.speedup_kernels = 2.345
+    text = printed([rec])
+    assert "speedup kernels" in text and "2.345" in text and "speedup replay" not in text
+    rec.speedup_kernels = None
+    assert rec.compiled is not None
+    rec.compiled.kernels_error = "profiling failed: RuntimeError: CUPTI unavailable"
+    assert "profiling failed: RuntimeError: CUPTI" in printed([rec])

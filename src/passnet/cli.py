@@ -81,6 +81,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             time_graphs=not args.no_timing,
             flush_l2=args.flush_l2,
             replay_timing=args.replay_timing,
+            profile_kernels=args.profile_kernels,
         )
     except ValueError as exc:
         raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
@@ -167,18 +168,24 @@ def _print_summary(records: list[Any], console: Console) -> None:
     from rich.table import Table
 
     table = Table(title="evaluations")
-    # the replay column only where replay timing was asked for (--replay-timing)
+    # the replay and kernel columns only where they were asked for (--replay-timing,
+    # --profile-kernels)
     replay = any(r.settings.get("replay_timing") for r in records)
+    kernels = any(r.settings.get("profile_kernels") for r in records)
     columns = ["graph", "status", "speedup e2e", "speedup device"]
     columns += ["speedup replay"] if replay else []
+    columns += ["speedup kernels"] if kernels else []
     for col in (*columns, "max diff", "note"):
         table.add_column(col)
     for r in records:
         note = r.error.message[:60] if r.error else ("unstable timing" if _unstable(r) else "")
         if not note and replay and r.compiled and r.compiled.replay_error:
             note = r.compiled.replay_error[:60]
+        if not note and kernels and r.compiled and r.compiled.kernels_error:
+            note = r.compiled.kernels_error[:60]
         cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
         cells += [_x(r.speedup_replay)] if replay else []
+        cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-", note]
         table.add_row(*cells)
     console.print(table)
@@ -376,6 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--replay-timing",
         action="store_true",
         help="CUDA: also time each side replayed as a CUDA graph (the device floor)",
+    )
+    p.add_argument(
+        "--profile-kernels",
+        action="store_true",
+        help="CUDA: also record what the GPU ran per call, under the CUDA profiler",
     )
     p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
     p.set_defaults(func=_cmd_eval)

@@ -223,11 +223,25 @@ def test_an_evaluation_with_the_l2_flush_records_the_setting(fast: EvalSettings)
     assert rec.compiled is not None and rec.compiled.device is not None
 
 
+@pytest.mark.parametrize(
+    ("asked", "stage", "note"),
+    [
+        ({"replay_timing": True}, "replay", {"replay_error": "no replay figures"}),
+        ({"profile_kernels": True}, "profile", {"kernels_error": "no kernel profile"}),
+        (
+            {"replay_timing": True, "profile_kernels": True},
+            "profile",
+            {"replay_error": "no replay figures", "kernels_error": "no kernel profile"},
+        ),
+    ],
+    ids=["replay", "profile", "both"],
+)
 def test_a_child_that_dies_after_its_provisional_result_keeps_it_with_a_note(
-    fast: EvalSettings,
+    fast: EvalSettings, asked: dict[str, bool], stage: str, note: dict[str, str]
 ) -> None:
-    # What the parent does when a child dies during replay timing (CUDA only): the result
-    # sent before it stands, and each side says why it has no replay figures.
+    # What the parent does when a child dies during the optional work after its result
+    # (replay timing, the kernel profile; CUDA only): the result sent before it stands, and
+    # each side says why the figures asked for are missing, and only those.
     from passnet.evaluate._child import ChildRequest, run_child
     from passnet.evaluate._evaluate import _to_record
     from passnet.evaluate._isolate import ChildOutcome
@@ -237,24 +251,31 @@ def test_a_child_that_dies_after_its_provisional_result_keeps_it_with_a_note(
     (result,) = [payload for kind, payload in messages if kind == "result"]
     outcome = ChildOutcome(
         result=result,
-        last_stage="replay",
+        last_stage=stage,
         exitcode=-signal.SIGSEGV,
         timed_out=False,
         started_s=0.5,
         from_provisional=True,
     )
+    settings = dataclasses.replace(fast, **asked).to_dict()
     base = dict(
-        graph="mlp", compiler="eager", compiler_config={}, compiler_config_hash="h", device="cuda"
+        graph="mlp",
+        compiler="eager",
+        compiler_config={},
+        compiler_config_hash="h",
+        device="cuda",
+        settings=settings,
     )
     rec = _to_record(outcome, base, "hash")
     assert rec.status is Status.OK
-    assert rec.speedup_e2e is not None and rec.speedup_replay is None
+    assert rec.speedup_e2e is not None
+    assert rec.speedup_replay is None and rec.speedup_kernels is None
+    ended = f"child process died (SIGSEGV) during stage '{stage}'"
     for side in (rec.eager, rec.compiled):
-        assert side is not None and side.replay is None
-        assert (
-            side.replay_error
-            == "no replay figures: child process died (SIGSEGV) during stage 'replay'"
-        )
+        assert side is not None and side.replay is None and side.kernels is None
+        for field in ("replay_error", "kernels_error"):
+            expected = f"{note[field]}: {ended}" if field in note else None
+            assert getattr(side, field) == expected
 
 
 @pytest.mark.gpu
@@ -268,6 +289,24 @@ def test_replay_timing_times_both_sides_as_cuda_graph_replays(fast: EvalSettings
         assert side.replay.n == fast.trials and side.replay.median_ms > 0
     assert rec.speedup_replay is not None
     assert "replay" in rec.phases_s
+
+
+@pytest.mark.gpu
+def test_profile_kernels_records_what_the_gpu_ran_per_call(fast: EvalSettings) -> None:
+    settings = dataclasses.replace(fast, profile_kernels=True, profile_calls=7)
+    rec = evaluate_sample(MLP, "eager", device="cuda", settings=settings)
+    assert rec.status is Status.OK
+    for side in (rec.eager, rec.compiled):
+        assert side is not None and side.kernels is not None and side.kernels_error is None
+        profile = side.kernels
+        assert profile.calls == 7 and profile.ms_per_call > 0
+        # the MLP runs a few kernels per call: whole counts, the same on every call
+        assert profile.activities_per_call >= 1
+        assert profile.activities_per_call == int(profile.activities_per_call)
+        assert 1 <= len(profile.top) <= 5
+        assert sum(k.ms_per_call for k in profile.top) <= profile.ms_per_call * (1 + 1e-9)
+    assert rec.speedup_kernels is not None and rec.speedup_kernels > 0
+    assert "profile" in rec.phases_s
 
 
 @pytest.mark.gpu

@@ -262,3 +262,40 @@ def test_the_l2_flusher_overwrites_twice_the_l2_cache() -> None:
     flush()
     torch.cuda.synchronize()
     assert int(buffer.max()) == 0
+
+
+@pytest.mark.gpu
+def test_the_kernel_profile_counts_each_calls_kernels_and_not_the_argument_copies() -> None:
+    import torch
+
+    from passnet.evaluate._timing import profile_kernels
+
+    x = torch.randn(1 << 16, device="cuda")
+
+    def two_kernels(t: torch.Tensor) -> torch.Tensor:
+        return (t + 1).relu_()
+
+    def copied() -> list[torch.Tensor]:  # as for a call that mutates its inputs: a clone
+        return [x.clone()]
+
+    found = profile_kernels(
+        {"two": (two_kernels, copied), "one": (torch.neg, lambda: [x])}, calls=6
+    )
+    two, one = found["two"], found["one"]
+    assert not isinstance(two, str) and not isinstance(one, str)
+    assert (two.calls, two.activities_per_call, one.activities_per_call) == (6, 2.0, 1.0)
+    assert len(two.top) == 2 and all(k.count_per_call == 1.0 for k in two.top)
+    assert two.ms_per_call > 0 and sum(k.ms_per_call for k in two.top) == pytest.approx(
+        two.ms_per_call
+    )
+
+
+@pytest.mark.gpu
+def test_a_call_without_device_work_has_no_kernel_profile_and_says_why() -> None:
+    import torch
+
+    from passnet.evaluate._timing import profile_kernels
+
+    cpu = torch.randn(8)
+    found = profile_kernels({"cpu": (torch.neg, lambda: [cpu])}, calls=3)
+    assert found["cpu"] == "the profiler saw no device activity (no CUDA kernels were launched)"

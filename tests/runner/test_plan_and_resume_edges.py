@@ -63,7 +63,12 @@ def test_resuming_with_other_settings_is_refused_naming_them(
 
 
 @pytest.mark.parametrize(
-    ("setting", "option"), [("flush_l2", "--flush-l2"), ("replay_timing", "--replay-timing")]
+    ("setting", "option"),
+    [
+        ("flush_l2", "--flush-l2"),
+        ("replay_timing", "--replay-timing"),
+        ("profile_kernels", "--profile-kernels"),
+    ],
 )
 def test_cuda_only_settings_off_cuda_are_refused_before_anything_runs(
     tmp_path: Path, fast: EvalSettings, setting: str, option: str
@@ -79,13 +84,18 @@ def test_cuda_only_settings_off_cuda_are_refused_before_anything_runs(
 
 
 def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_them() -> None:
-    new = ("flush_l2", "replay_timing")
+    new = ("flush_l2", "replay_timing", "profile_kernels", "profile_calls")
     older = {k: v for k, v in EvalSettings().to_dict().items() if k not in new}
     assert _settings_differences(older, EvalSettings().to_dict()) == []
     flushing = EvalSettings(flush_l2=True).to_dict()
     assert _settings_differences(older, flushing) == ["flush_l2 False there, True now"]
     replaying = EvalSettings(replay_timing=True).to_dict()
     assert _settings_differences(older, replaying) == ["replay_timing False there, True now"]
+    profiling = EvalSettings(profile_kernels=True, profile_calls=5).to_dict()
+    assert sorted(_settings_differences(older, profiling)) == [
+        "profile_calls 20 there, 5 now",
+        "profile_kernels False there, True now",
+    ]
     # other settings added since are still compared only where both records know them
     assert _settings_differences({"trials": 100}, EvalSettings().to_dict()) == []
 

@@ -32,6 +32,7 @@ from passnet.evaluate._timing import (
     l2_flusher,
     measure_interleaved,
     measure_replays,
+    profile_kernels,
 )
 from passnet.status import Status
 
@@ -325,13 +326,18 @@ def _evaluate(
     _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
-        if s.replay_timing and device.startswith("cuda"):
-            # Last, once the result is decided: a capture that kills the process costs only
-            # the replay figures, since the parent keeps this provisional result.
+        cuda = device.startswith("cuda")
+        if cuda and (s.replay_timing or s.profile_kernels):
+            # Last, once the result is decided: optional work that kills the process costs
+            # only its own figures, since the parent keeps this provisional result.
             stage.send(("provisional", {**result, "phases_s": dict(stage.phases)}))
+        if cuda and s.replay_timing:
             stage.enter("replay")
             _replay(compiled, module, inputs1, s, mutating, timings)
-            result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+        if cuda and s.profile_kernels:
+            stage.enter("profile")
+            _profile(compiled, module, inputs1, s, mutating, timings)
+        result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
 class _IntegrityViolation(PassnetError):
@@ -469,6 +475,29 @@ def _replay(
             timings[name].replay_error = value
         else:
             timings[name].replay = value
+
+
+def _profile(
+    compiled: Any,
+    module: Any,
+    inputs: list[Any],
+    s: EvalSettings,
+    mutating: bool,
+    timings: dict[str, Any],
+) -> None:
+    """Each side's call run under the CUDA profiler (``profile_kernels``); what the GPU ran
+    per call, or why there is no profile, goes into ``timings``."""
+    make_args = _args_factory(inputs, mutating)
+    with torch.no_grad():
+        found = profile_kernels(
+            {"compiled": (compiled, make_args), "eager": (module, make_args)},
+            calls=s.profile_calls,
+        )
+    for name, value in found.items():
+        if isinstance(value, str):
+            timings[name].kernels_error = value
+        else:
+            timings[name].kernels = value
 
 
 def _measure(

@@ -157,17 +157,27 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
     d["phases_s"].pop("start", None)
     rec = record_from_dict(d)
     if outcome.from_provisional:
-        # the child ended during the optional work after its result (replay timing)
+        # the child ended during the optional work after its result (replay timing, the
+        # kernel profile): each side says why the figures asked for are missing
         ended = _death_error(outcome).message
+        asked = rec.settings
         for side in (rec.eager, rec.compiled):
-            if side is not None and side.replay is None:
+            if side is None:
+                continue
+            if asked.get("replay_timing") and side.replay is None:
                 side.replay_error = f"no replay figures: {ended}"
+            if asked.get("profile_kernels") and side.kernels is None:
+                side.kernels_error = f"no kernel profile: {ended}"
     if rec.eager and rec.compiled:
         rec.speedup_e2e = _ratio(rec.eager.e2e.median_ms, rec.compiled.e2e.median_ms)
         if rec.eager.device and rec.compiled.device:
             rec.speedup_device = _ratio(rec.eager.device.median_ms, rec.compiled.device.median_ms)
         if rec.eager.replay and rec.compiled.replay:
             rec.speedup_replay = _ratio(rec.eager.replay.median_ms, rec.compiled.replay.median_ms)
+        if rec.eager.kernels and rec.compiled.kernels:
+            rec.speedup_kernels = _ratio(
+                rec.eager.kernels.ms_per_call, rec.compiled.kernels.ms_per_call
+            )
     return rec
 
 

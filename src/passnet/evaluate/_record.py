@@ -24,6 +24,8 @@ __all__ = [
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
+    "KernelProfile",
+    "KernelShare",
     "OutputCheck",
     "PassReport",
     "TimingStats",
@@ -57,6 +59,29 @@ class TimingStats:
 
 
 @dataclass
+class KernelProfile:
+    """What the GPU ran for one call, from the CUDA profiler (``profile_kernels``): every
+    device activity of the call (kernels, copies, fills), without the gaps between them."""
+
+    ms_per_call: float
+    """Summed duration of the call's device activities, mean over ``calls`` calls."""
+    activities_per_call: float
+    calls: int
+    top: list[KernelShare] = field(default_factory=list)
+    """The activities with the largest total time (at most five), largest first."""
+
+
+@dataclass
+class KernelShare:
+    """One kernel (or copy, or fill) in a :class:`KernelProfile`: its name, its time per call
+    and how often it ran per call."""
+
+    name: str
+    ms_per_call: float
+    count_per_call: float
+
+
+@dataclass
 class Timing:
     """Timing of one side (eager or compiled): host clock (e2e) and device events."""
 
@@ -71,6 +96,11 @@ class Timing:
     call captured as a CUDA graph, the device floor without launch overhead."""
     replay_error: str | None = None
     """Why ``replay`` is missing although it was asked for (the call could not be captured)."""
+    kernels: KernelProfile | None = None
+    """CUDA only, on request (``profile_kernels``): the call's device activity under the
+    CUDA profiler."""
+    kernels_error: str | None = None
+    """Why ``kernels`` is missing although it was asked for."""
 
 
 @dataclass
@@ -149,6 +179,9 @@ class EvalRecord:
     speedup_replay: float | None = None
     """Eager's median replay time over the compiled side's (``replay_timing``; informational:
     scores use e2e or device speedups)."""
+    speedup_kernels: float | None = None
+    """Eager's profiled device time per call over the compiled side's (``profile_kernels``;
+    informational, like ``speedup_replay``)."""
     pass_report: PassReport | None = None
     integrity: list[str] = field(default_factory=list)
     roofline: dict[str, float] | None = None

@@ -49,11 +49,18 @@ class EvalSettings:
     """On CUDA, after the timed calls and the fresh-input re-check, capture each side's call
     as a CUDA graph and time its replays (the device floor without launch overhead);
     a side that cannot be captured keeps a note instead; CUDA only."""
+    profile_kernels: bool = False
+    """On CUDA, last, run each side's call ``profile_calls`` times under the CUDA profiler
+    and record what the GPU ran per call (kernels, copies, fills: their summed duration,
+    count and the largest of them); CUDA only."""
+    profile_calls: int = 20
+    """Calls per side under the profiler (``profile_kernels``)."""
 
     #: Settings that only mean something on a CUDA device, with their command-line option.
     CUDA_ONLY: ClassVar[dict[str, str]] = {
         "flush_l2": "--flush-l2",
         "replay_timing": "--replay-timing",
+        "profile_kernels": "--profile-kernels",
     }
 
     def cuda_only_set(self) -> list[str]:
@@ -68,11 +75,16 @@ class EvalSettings:
         names = [name for name, option in self.CUDA_ONLY.items() if option in options]
         return (
             f"{' and '.join(options)} (settings {', '.join(names)}) time on a GPU "
-            f"(its L2 cache, CUDA graphs): run with --device cuda, not {device!r}"
+            f"(its L2 cache, CUDA graphs, the CUDA profiler): run with --device cuda, not {device!r}"
         )
 
     def __post_init__(self) -> None:
-        positive = {"warmup": self.warmup, "trials": self.trials, "rounds": self.rounds}
+        positive = {
+            "warmup": self.warmup,
+            "trials": self.trials,
+            "rounds": self.rounds,
+            "profile_calls": self.profile_calls,
+        }
         for name, value in positive.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

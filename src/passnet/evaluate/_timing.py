@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from passnet.evaluate._record import Timing, TimingStats
+from passnet.evaluate._record import KernelProfile, KernelShare, Timing, TimingStats
 
 __all__ = [
     "cpu_timer",
@@ -26,6 +26,7 @@ __all__ = [
     "capture_graph",
     "measure_interleaved",
     "measure_replays",
+    "profile_kernels",
     "summarize",
 ]
 
@@ -124,6 +125,48 @@ def measure_replays(
         series = _run_series(replays, replay_timer, trials, rounds)
         out.update({name: summarize(e2e) for name, (e2e, _) in series.items()})
     del graphs
+    return out
+
+
+def profile_kernels(
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], *, calls: int
+) -> dict[str, KernelProfile | str]:
+    """Each callable run ``calls`` times under the CUDA profiler; per name what the GPU ran
+    per call (every device activity: kernels, copies, fills), or why it could not be
+    profiled. The arguments are made before profiling starts, so copies of the inputs (for
+    a call that mutates them) are not counted."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    out: dict[str, KernelProfile | str] = {}
+    for name, (fn, make_args) in fns.items():
+        try:
+            args = [make_args() for _ in range(calls)]
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for a in args:
+                    fn(*a)
+                torch.cuda.synchronize()
+            del args
+            totals: dict[str, list[float]] = {}
+            for event in prof.events():
+                if event.device_type == DeviceType.CUDA:
+                    entry = totals.setdefault(event.name, [0.0, 0.0])
+                    entry[0] += event.time_range.elapsed_us() / 1000.0
+                    entry[1] += 1
+        except Exception as exc:  # noqa: BLE001 - an optional figure: say why it is missing
+            out[name] = f"profiling failed: {type(exc).__name__}: {exc}"[:500]
+            continue
+        if not totals:
+            out[name] = "the profiler saw no device activity (no CUDA kernels were launched)"
+            continue
+        largest = sorted(totals.items(), key=lambda item: -item[1][0])[:5]
+        out[name] = KernelProfile(
+            ms_per_call=sum(ms for ms, _ in totals.values()) / calls,
+            activities_per_call=sum(n for _, n in totals.values()) / calls,
+            calls=calls,
+            top=[KernelShare(k[:200], ms / calls, n / calls) for k, (ms, n) in largest],
+        )
     return out
 
 

@@ -74,7 +74,12 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 
 #: Settings added since records were first written, with the value a record without the
 #: key was measured with (an older passnet had neither L2 flush nor replay timing).
-_ABSENT_MEANS: dict[str, Any] = {"flush_l2": False, "replay_timing": False}
+_ABSENT_MEANS: dict[str, Any] = {
+    "flush_l2": False,
+    "replay_timing": False,
+    "profile_kernels": False,
+    "profile_calls": EvalSettings().profile_calls,
+}
 
 
 def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
