@@ -236,8 +236,28 @@ def test_plot_inputs_of_the_same_name_must_be_named_apart(
     assert "two inputs are named 'eager'" in capsys.readouterr().out
 
 
-def test_the_summary_has_a_replay_column_only_where_replay_timing_was_asked_for(
-    fast: EvalSettings,
+@pytest.mark.parametrize(
+    ("setting", "column", "speedup", "error_field", "error"),
+    [
+        (
+            "replay_timing",
+            "speedup replay",
+            "speedup_replay",
+            "replay_error",
+            "cannot capture the call as a CUDA graph: RuntimeError: x",
+        ),
+        (
+            "profile_kernels",
+            "speedup kernels",
+            "speedup_kernels",
+            "kernels_error",
+            "profiling failed: RuntimeError: CUPTI unavailable",
+        ),
+    ],
+    ids=["replay", "kernels"],
+)
+def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
+    fast: EvalSettings, setting: str, column: str, speedup: str, error_field: str, error: str
 ) -> None:
     from rich.console import Console
 
@@ -250,37 +270,13 @@ def test_the_summary_has_a_replay_column_only_where_replay_timing_was_asked_for(
         _print_summary(records, console)
         return console.export_text()
 
-    assert "speedup replay" not in printed([rec])
-    rec.settings["replay_timing"] = True
-    rec.speedup_replay = 1.234
+    assert "speedup replay" not in printed([rec]) and "speedup kernels" not in printed([rec])
+    rec.settings[setting] = True
+    setattr(rec, speedup, 1.234)
     text = printed([rec])
-    assert "speedup replay" in text and "1.234" in text
-    rec.speedup_replay = None
+    assert column in text and "1.234" in text
+    assert ("speedup replay" in text) + ("speedup kernels" in text) == 1
+    setattr(rec, speedup, None)
     assert rec.compiled is not None
-    rec.compiled.replay_error = "cannot capture the call as a CUDA graph: RuntimeError: x"
-    assert "cannot capture the call as a CUDA graph" in printed([rec])
-
-
-def test_the_summary_has_a_kernel_column_only_where_profiling_was_asked_for(
-    fast: EvalSettings,
-) -> None:
-    from rich.console import Console
-
-    from passnet.cli import _print_summary
-
-    rec = evaluate_sample(MLP, "eager", settings=fast)
-
-    def printed(records: list[EvalRecord]) -> str:
-        console = Console(record=True, width=240)
-        _print_summary(records, console)
-        return console.export_text()
-
-    assert "speedup kernels" not in printed([rec])
-    rec.settings["profile_kernels"] = True
-    rec.speedup_kernels = 2.345
-    text = printed([rec])
-    assert "speedup kernels" in text and "2.345" in text and "speedup replay" not in text
-    rec.speedup_kernels = None
-    assert rec.compiled is not None
-    rec.compiled.kernels_error = "profiling failed: RuntimeError: CUPTI unavailable"
-    assert "profiling failed: RuntimeError: CUPTI" in printed([rec])
+    setattr(rec.compiled, error_field, error)
+    assert error[:50] in printed([rec])

@@ -332,11 +332,29 @@ def _evaluate(
             # only its own figures, since the parent keeps this provisional result.
             stage.send(("provisional", {**result, "phases_s": dict(stage.phases)}))
         if cuda and s.replay_timing:
-            stage.enter("replay")
-            _replay(compiled, module, inputs1, s, mutating, timings)
+            stage.enter("replay")  # each side's call captured as a CUDA graph, replays timed
+            _extra_figures(
+                compiled,
+                module,
+                inputs1,
+                mutating,
+                timings,
+                "replay",
+                "replay timing",
+                lambda fns: measure_replays(fns, warmup=s.warmup, trials=s.trials, rounds=s.rounds),
+            )
         if cuda and s.profile_kernels:
-            stage.enter("profile")
-            _profile(compiled, module, inputs1, s, mutating, timings)
+            stage.enter("profile")  # each side's call under the CUDA profiler
+            _extra_figures(
+                compiled,
+                module,
+                inputs1,
+                mutating,
+                timings,
+                "kernels",
+                "profiling",
+                lambda fns: profile_kernels(fns, calls=s.profile_calls),
+            )
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
@@ -447,57 +465,28 @@ def _args_factory(inputs: list[Any], mutating: bool) -> Callable[[], list[Any]]:
     return fresh if mutating else same
 
 
-def _replay(
+def _extra_figures(
     compiled: Any,
     module: Any,
     inputs: list[Any],
-    s: EvalSettings,
     mutating: bool,
     timings: dict[str, Any],
+    field: str,
+    what: str,
+    measure: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> None:
-    """Each side's call captured as a CUDA graph, its replays timed (``replay_timing``);
-    the statistics, or why there are none, go into ``timings``."""
+    """Optional figures of both sides, taken after the result is decided (replay timing,
+    the kernel profile). ``measure`` maps each side's (call, argument factory) to its
+    figures or to why there are none; they go into ``timings[side].<field>``, the reasons
+    into ``<field>_error``."""
     make_args = _args_factory(inputs, mutating)
     try:
         with torch.no_grad():
-            found = measure_replays(
-                {"compiled": (compiled, make_args), "eager": (module, make_args)},
-                warmup=s.warmup,
-                trials=s.trials,
-                rounds=s.rounds,
-            )
-    except Exception as exc:  # noqa: BLE001 - replay figures are optional, the result stands
-        found = {
-            name: f"replay timing failed: {type(exc).__name__}: {exc}"[:500] for name in timings
-        }
+            found = measure({"compiled": (compiled, make_args), "eager": (module, make_args)})
+    except Exception as exc:  # noqa: BLE001 - optional figures: the result stands
+        found = {name: f"{what} failed: {type(exc).__name__}: {exc}"[:500] for name in timings}
     for name, value in found.items():
-        if isinstance(value, str):
-            timings[name].replay_error = value
-        else:
-            timings[name].replay = value
-
-
-def _profile(
-    compiled: Any,
-    module: Any,
-    inputs: list[Any],
-    s: EvalSettings,
-    mutating: bool,
-    timings: dict[str, Any],
-) -> None:
-    """Each side's call run under the CUDA profiler (``profile_kernels``); what the GPU ran
-    per call, or why there is no profile, goes into ``timings``."""
-    make_args = _args_factory(inputs, mutating)
-    with torch.no_grad():
-        found = profile_kernels(
-            {"compiled": (compiled, make_args), "eager": (module, make_args)},
-            calls=s.profile_calls,
-        )
-    for name, value in found.items():
-        if isinstance(value, str):
-            timings[name].kernels_error = value
-        else:
-            timings[name].kernels = value
+        setattr(timings[name], f"{field}_error" if isinstance(value, str) else field, value)
 
 
 def _measure(
