@@ -332,20 +332,24 @@ def _evaluate(
             # only its own figures, since the parent keeps this provisional result.
             stage.send(("provisional", {**result, "phases_s": dict(stage.phases)}))
 
-        def extra(field: str, what: str, measure: Callable[[dict[str, Any]], Any]) -> None:
-            _extra_figures(compiled, module, inputs1, mutating, timings, field, what, measure)
+            def extra(field: str, what: str, measure: Callable[[dict[str, Any]], Any]) -> None:
+                _extra_figures(compiled, module, inputs1, mutating, timings, field, what, measure)
 
-        if cuda and s.replay_timing:
-            stage.enter("replay")  # each side's call captured as a CUDA graph, replays timed
-            extra(
-                "replay",
-                "replay timing",
-                lambda fns: measure_replays(fns, warmup=s.warmup, trials=s.trials, rounds=s.rounds),
-            )
-        if cuda and s.profile_kernels:
-            stage.enter("profile")  # each side's call under the CUDA profiler
-            extra("kernels", "profiling", lambda fns: profile_kernels(fns, calls=s.profile_calls))
-        result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+            if s.replay_timing:
+                stage.enter("replay")  # each side's call captured as a CUDA graph, replays timed
+                extra(
+                    "replay",
+                    "replay timing",
+                    lambda fns: measure_replays(
+                        fns, warmup=s.warmup, trials=s.trials, rounds=s.rounds
+                    ),
+                )
+            if s.profile_kernels:
+                stage.enter("profile")  # each side's call under the CUDA profiler
+                extra(
+                    "kernels", "profiling", lambda fns: profile_kernels(fns, calls=s.profile_calls)
+                )
+            result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
 class _IntegrityViolation(PassnetError):

@@ -63,16 +63,12 @@ class EvalSettings:
         "profile_kernels": "--profile-kernels",
     }
 
-    def cuda_only_set(self) -> list[str]:
-        """The command-line options of the CUDA-only settings that are on."""
-        return [option for name, option in self.CUDA_ONLY.items() if getattr(self, name)]
-
     def device_problem(self, device: str) -> str | None:
         """Why these settings cannot run on ``device`` (CUDA-only ones off CUDA), or None."""
-        options = self.cuda_only_set()
-        if not options or str(device).startswith("cuda"):
+        names = [name for name in self.CUDA_ONLY if getattr(self, name)]
+        if not names or str(device).startswith("cuda"):
             return None
-        names = [name for name, option in self.CUDA_ONLY.items() if option in options]
+        options = [self.CUDA_ONLY[name] for name in names]
         return (
             f"{' and '.join(options)} (settings {', '.join(names)}) time on a GPU "
             f"(its L2 cache, CUDA graphs, the CUDA profiler): run with --device cuda, not {device!r}"

@@ -73,7 +73,7 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 
 
 #: Settings added since records were first written, with the value a record without the
-#: key was measured with (an older passnet had neither L2 flush nor replay timing).
+#: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile).
 _ABSENT_MEANS: dict[str, Any] = {
     "flush_l2": False,
     "replay_timing": False,
