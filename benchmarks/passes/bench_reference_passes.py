@@ -2,7 +2,9 @@
 """GPU benchmark of the reference passes (passnet.passes.library).
 
 For every reference pass it builds the pass's task (the real source samples in
-float32/float16/bfloat16, see ``build_reference_task``) and measures three things:
+float32/float16/bfloat16, see ``build_reference_task``; with ``--scope site`` the
+subgraphs around the pass's matches in them, PassBench's unit, in several shapes)
+and measures three things:
 
 * rewrite cost: loading the pass directory, tracing each graph, matching and
   rewriting it, in milliseconds (target: under one second per graph);
@@ -21,6 +23,7 @@ Usage (torch + triton with a CUDA GPU, no internet needed)::
     PYTHONPATH=src python3 benchmarks/passes/bench_reference_passes.py
     PYTHONPATH=src python3 benchmarks/passes/bench_reference_passes.py --passes rms_norm --dtypes float16
     PYTHONPATH=src python3 benchmarks/passes/bench_reference_passes.py --skip-graphs --trials 50
+    PYTHONPATH=src python3 benchmarks/passes/bench_reference_passes.py --scope site --skip-patterns
 
 Prints one table per measurement and writes everything as JSON to
 ``$OUT/bench_reference_passes.json`` when the environment variable OUT is set
@@ -362,6 +365,10 @@ def bench_graphs(
     return rows, scores
 
 
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
 def _fmt(value: float | None, spec: str = ".2f") -> str:
     return (
         "-"
@@ -373,12 +380,12 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
 def print_rewrite(rows: list[RewriteRow]) -> None:
     print("\n== load + trace + match + rewrite per graph (ms) ==")
     print(
-        f"{'pass':22} {'graph':52} {'load':>7} {'trace':>7} {'rewrite':>8} {'total':>8} {'repl':>5}"
+        f"{'pass':22} {'graph':60} {'load':>7} {'trace':>7} {'rewrite':>8} {'total':>8} {'repl':>5}"
     )
     for r in rows:
         flag = "  > 1 s" if r.total_ms > REWRITE_TARGET_MS else ""
         print(
-            f"{r.pass_name:22} {r.graph:52} {r.load_ms:7.1f} {r.trace_ms:7.1f} {r.rewrite_ms:8.1f} "
+            f"{r.pass_name:22} {r.graph:60} {r.load_ms:7.1f} {r.trace_ms:7.1f} {r.rewrite_ms:8.1f} "
             f"{r.total_ms:8.1f} {r.replacements:5d}{flag}"
         )
 
@@ -387,7 +394,7 @@ def print_patterns(rows: list[PatternRow]) -> None:
     print("\n== pattern level: matched subgraph alone, median µs per call ==")
     print("   per call: CUDA events around each call (launch included); graph: CUDA-graph replay")
     print(
-        f"{'pass':22} {'graph':52} {'eager':>7} {'triton':>7} {'induct':>7} {'x eager':>8} {'x ind':>6} "
+        f"{'pass':22} {'graph':60} {'eager':>7} {'triton':>7} {'induct':>7} {'x eager':>8} {'x ind':>6} "
         f"{'g.eager':>8} {'g.trit':>7} {'g.ind':>7} {'g.x eag':>8} {'ok':>3} {'max diff':>9}"
     )
     for r in rows:
@@ -397,7 +404,7 @@ def print_patterns(rows: list[PatternRow]) -> None:
             else None
         )
         print(
-            f"{r.pass_name:22} {r.graph:52} {r.eager_us:7.1f} {r.replacement_us:7.1f} "
+            f"{r.pass_name:22} {r.graph:60} {r.eager_us:7.1f} {r.replacement_us:7.1f} "
             f"{_fmt(r.inductor_us, '7.1f'):>7} {r.speedup:8.2f} {_fmt(r.vs_inductor):>6} "
             f"{_fmt(r.eager_graph_us, '8.2f'):>8} {_fmt(r.replacement_graph_us, '7.2f'):>7} "
             f"{_fmt(r.inductor_graph_us, '7.2f'):>7} {_fmt(g_speedup, '8.2f'):>8} "
@@ -408,7 +415,7 @@ def print_patterns(rows: list[PatternRow]) -> None:
 def print_graphs(rows: list[GraphRow], scores: dict[str, dict[str, Any]]) -> None:
     print("\n== graph level: pass_mgr vs eager and inductor (evaluate_sample) ==")
     print(
-        f"{'pass':22} {'dtype':9} {'graph':52} {'status':15} {'e2e x':>7} {'dev x':>7} "
+        f"{'pass':22} {'dtype':9} {'graph':60} {'status':15} {'e2e x':>7} {'dev x':>7} "
         f"{'vs ind e2e':>10} {'vs ind dev':>10}"
     )
     for r in rows:
@@ -419,8 +426,30 @@ def print_graphs(rows: list[GraphRow], scores: dict[str, dict[str, Any]]) -> Non
         if pm.get("compiled_device_ms") and ind.get("compiled_device_ms"):
             vs_dev = ind["compiled_device_ms"] / pm["compiled_device_ms"]
         print(
-            f"{r.pass_name:22} {r.dtype:9} {r.graph:52} {pm.get('status', '-'):15} "
+            f"{r.pass_name:22} {r.dtype:9} {r.graph:60} {pm.get('status', '-'):15} "
             f"{_fmt(pm.get('speedup_e2e')):>7} {_fmt(pm.get('speedup_device')):>7} {_fmt(vs_e2e):>10} {_fmt(vs_dev):>10}"
+        )
+    print("\n== per pass task: pass_mgr's e2e speedup over the task's graphs (geometric mean) ==")
+    by_pass: dict[str, list[GraphRow]] = {}
+    for r in rows:
+        by_pass.setdefault(r.pass_name, []).append(r)
+    for key, group in by_pass.items():
+        speedups = [
+            r.records["pass_mgr"]["speedup_e2e"]
+            for r in group
+            if r.records.get("pass_mgr", {}).get("speedup_e2e")
+        ]
+        vs_ind = [
+            r.records["inductor"]["compiled_e2e_ms"] / r.records["pass_mgr"]["compiled_e2e_ms"]
+            for r in group
+            if r.records.get("pass_mgr", {}).get("compiled_e2e_ms")
+            and r.records.get("inductor", {}).get("compiled_e2e_ms")
+        ]
+        print(
+            f"{key:22} graphs {len(group):3d}  timed {len(speedups):3d}  "
+            f"x eager {_fmt(_geomean(speedups), '.3f')}  "
+            f">= 1.0: {sum(s >= 1.0 for s in speedups):3d}  "
+            f"vs inductor {_fmt(_geomean(vs_ind), '.3f')} ({sum(v > 1.0 for v in vs_ind)} of {len(vs_ind)} faster)"
         )
     print("\n== per pass task: AS and ES_t at t = -5 / -3 / 0 ==")
     for key, by_compiler in scores.items():
@@ -445,6 +474,19 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=["pass_mgr", "inductor"],
         help="compilers to evaluate; pass_mgr-jit is pass_mgr with lean_launch off",
+    )
+    parser.add_argument(
+        "--scope",
+        choices=["graph", "site"],
+        default="graph",
+        help="tasks of whole source graphs (default) or of the subgraphs around the matches",
+    )
+    parser.add_argument(
+        "--shape-factors",
+        nargs="*",
+        type=int,
+        default=[2, 4],
+        help="site scope: also each site with its dynamic dimension scaled by these",
     )
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
@@ -478,7 +520,13 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,
-        "settings": {"warmup": args.warmup, "trials": args.trials, "dtypes": args.dtypes},
+        "settings": {
+            "warmup": args.warmup,
+            "trials": args.trials,
+            "dtypes": args.dtypes,
+            "scope": args.scope,
+            "shape_factors": args.shape_factors if args.scope == "site" else [],
+        },
         "rewrite": [],
         "patterns": [],
         "graphs": [],
@@ -488,7 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     pattern_rows: list[PatternRow] = []
     graph_rows: list[GraphRow] = []
     for name in args.passes:
-        task = build_reference_task(name, work / name, dtypes=dtypes)
+        task = build_reference_task(
+            name,
+            work / name,
+            dtypes=dtypes,
+            scope=args.scope,
+            shape_factors=tuple(args.shape_factors),
+        )
         rewrite_rows += bench_rewrite(name, task)
         if not args.skip_patterns:
             pattern_rows += bench_patterns(

@@ -17,6 +17,7 @@ from passnet.dataset._decompose import (
     decompose_sample,
     decompose_samples,
     read_decompose_manifest,
+    write_op_ranges,
 )
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges, list_kernels
 from passnet.dataset._lockstep import load_module, run_lockstep
@@ -282,3 +283,31 @@ def test_cli_decompose_reports_counts_and_exit_status(
     bad = write_sample(tmp_path / "bad", "import torch\n", [TensorMeta("L_x_", [2], torch.float32)])
     assert main(["decompose", str(bad), "--out", str(tmp_path / "o2"), "--kind", "single-op"]) == 1
     assert "trace" in capsys.readouterr().out
+
+
+def test_write_op_ranges_writes_chosen_ranges_and_says_what_became_of_each(tmp_path: Path) -> None:
+    source = TOY_SOURCE.replace(
+        "c, d = b.chunk(2, dim=-1)",
+        "cd = b.chunk(2, dim=-1)\n        c = cd[0]\n        d = torch.cat(cd)[:3]",
+    )
+    metas = [
+        TensorMeta("L_x_", [3, 4], torch.float32, mean=0.0, std=1.0),
+        TensorMeta("L_w_", [8, 4], torch.float32, mean=0.0, std=0.5),
+    ]
+    parent = trace_parent(write_sample(tmp_path / "tuple", source, metas))
+    cat_unit = next(u.index for u in parent.units if u.op == "torch.cat")
+    ranges = [OpRange(0, 2), OpRange(cat_unit, cat_unit + 1), OpRange(0, 2)]
+    out = tmp_path / "sites"
+    records = write_op_ranges(parent, ranges, out, kind="pass-site")
+    assert [(r.start, r.stop) for r in records] == [(0, 2), (0, 2), (cat_unit, cat_unit + 1)]
+    written, duplicate, skipped = records
+    assert written.status is SubgraphStatus.WRITTEN and written.kind == "pass-site"
+    assert Path(written.path) == out / "0000-0002"
+    assert duplicate.status is SubgraphStatus.DUPLICATE and duplicate.duplicate_of == written.path
+    assert skipped.status is SubgraphStatus.SKIPPED and "crosses" in skipped.reason
+    info = json.loads((out / "0000-0002" / "graph_net.json").read_text())["subgraph"]
+    assert info["kind"] == "pass-site" and info["op_sequence"] == ["F.linear", "Tensor.relu"]
+    sample = load_sample(out / "0000-0002")
+    with torch.no_grad():
+        got = sample.build_module("cpu")(*sample.replay_inputs("cpu", seed=0))
+    assert len(got) == 2  # linear (used after the range) and relu (returned by the parent)

@@ -68,6 +68,7 @@ _PART2 = {
             "decompose_sample",
             "decompose_samples",
             "read_decompose_manifest",
+            "write_op_ranges",
         ],
         "_decompose",
     ),

@@ -68,6 +68,7 @@ __all__ = [
     "decompose_sample",
     "decompose_samples",
     "read_decompose_manifest",
+    "write_op_ranges",
 ]
 
 log = logging.getLogger(__name__)
@@ -289,11 +290,11 @@ def _constraints(sub: Subgraph, symbolic: Mapping[str, list[int | str]]) -> Cons
     return Constraints(symbols=used, example_values=examples, input_shapes=shapes)
 
 
-def _provenance(sub: Subgraph, kind: SubgraphKind, symbol: str) -> dict[str, Any]:
+def _provenance(sub: Subgraph, kind: str, symbol: str) -> dict[str, Any]:
     parent = sub.parent
     start, stop = sub.call_range
     return {
-        "kind": kind.value,
+        "kind": kind,
         "parent": str(parent.path),
         "parent_graph_hash": parent.sample.graph_hash,
         "unit_range": [sub.range.start, sub.range.stop],
@@ -332,19 +333,21 @@ def _check_replay(path: Path, device: str, seed: int, parent_finite: bool) -> st
 
 def _materialize(
     parent: ParentGraph,
-    kind: SubgraphKind,
+    kind: SubgraphKind | str,
     candidates: list[_Candidate],
     out: Path,
     symbolic: Mapping[str, list[int | str]],
     catalog: Any,
     result: DecomposeResult,
 ) -> list[SubgraphRecord]:
+    # ``kind``: a decomposition kind, or the label of chosen ranges (write_op_ranges)
+    label = kind.value if isinstance(kind, SubgraphKind) else str(kind)
     records: list[SubgraphRecord] = []
     subs: list[tuple[_Candidate, Subgraph]] = []
     for cand in candidates:
         ops = parent.op_sequence[cand.range.start : cand.range.stop]
         rec = SubgraphRecord(
-            kind.value,
+            label,
             cand.range.start,
             cand.range.stop,
             ops,
@@ -376,7 +379,7 @@ def _materialize(
     for cand, sub in subs:
         check = by_sub[id(sub)]
         rec = SubgraphRecord(
-            kind.value,
+            label,
             sub.range.start,
             sub.range.stop,
             sub.op_sequence,
@@ -397,7 +400,7 @@ def _materialize(
             graph_net = {k: v for k, v in parent.sample.graph_net.items() if k in _INHERITED_FIELDS}
             graph_net.setdefault("framework", "torch")
             graph_net["dynamic"] = False
-            graph_net["subgraph"] = _provenance(sub, kind, cand.symbol)
+            graph_net["subgraph"] = _provenance(sub, label, cand.symbol)
             write_sample(
                 path,
                 sub.model_source,
@@ -423,7 +426,7 @@ def _materialize(
                     parent.path,
                     sub.call_range,
                     path,
-                    kind=kind.value,
+                    kind=label,
                     provenance=graph_net["subgraph"],
                 )
             except PassnetError as exc:
@@ -509,6 +512,38 @@ def decompose_sample(
         result.status = "error"
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def write_op_ranges(
+    parent: ParentGraph,
+    ranges: Sequence[OpRange],
+    out_dir: str | Path,
+    *,
+    kind: str,
+    catalog: Any = None,
+) -> list[SubgraphRecord]:
+    """Write chosen op ranges of a traced sample as subgraph samples, ``out_dir/<start>-<stop>/``.
+
+    The ranges go through what :func:`decompose_sample` does with its candidates:
+    each is extracted, run on the parent's values at its cut and compared with
+    them, written with provenance (``graph_net.json`` ``subgraph.kind`` is
+    ``kind``), reloaded and run on replayed inputs; one whose canonical hash was
+    already written is a duplicate. A range that starts or stops where a
+    non-tensor value crosses is skipped. Every range ends as a record, in range
+    order, whose status and reason say what became of it. ``out_dir`` is
+    replaced as a whole.
+    """
+    candidates = [
+        _Candidate(r)
+        if parent.cut_allowed(r.start) and parent.cut_allowed(r.stop)
+        else _Candidate(r, skip="a non-tensor value crosses the range boundary")
+        for r in ranges
+    ]
+    result = DecomposeResult(sample=str(parent.path), kinds=[kind])
+    records = _materialize(parent, kind, candidates, Path(out_dir), {}, catalog, result)
+    for error in result.errors:
+        log.warning("%s: %s", parent.path, error.message)
+    return records
 
 
 def read_decompose_manifest(path: str | Path) -> list[DecomposeResult]:
