@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -318,11 +319,15 @@ def bench_graphs(
     compilers: list[str],
     settings: EvalSettings,
     records_path: Path | None = None,
+    graph_filter: str | None = None,
 ) -> tuple[list[GraphRow], dict[str, Any]]:
-    """Evaluate every graph of the task with each compiler; each record is appended to
-    ``records_path`` (JSON Lines) as soon as it exists, so a run cut short keeps it."""
+    """Evaluate every graph of the task (those whose name matches ``graph_filter``) with
+    each compiler; each record is appended to ``records_path`` (JSON Lines) as soon as
+    it exists, so a run cut short keeps it."""
     rows, records = [], {c: [] for c in compilers}
     for graph in task.graphs:
+        if graph_filter and not re.search(graph_filter, graph.name):
+            continue
         row = GraphRow(name, graph.name, _dtype_of(graph))
         for compiler in compilers:
             real, jit = compiler.removesuffix("-jit"), compiler.endswith("-jit")
@@ -488,6 +493,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[2, 4],
         help="site scope: also each site with its dynamic dimension scaled by these",
     )
+    parser.add_argument(
+        "--graph-filter",
+        default=None,
+        metavar="REGEX",
+        help="evaluate only the task graphs whose name matches (re.search)",
+    )
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--skip-graphs", action="store_true", help="no graph-level evaluation")
@@ -550,7 +561,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.skip_graphs:
             records_path = out_json.with_suffix(".records.jsonl") if out_json else None
-            rows, scores = bench_graphs(name, task, args.compilers, settings, records_path)
+            rows, scores = bench_graphs(
+                name, task, args.compilers, settings, records_path, args.graph_filter
+            )
             graph_rows += rows
             results["scores"][name] = scores
     print_rewrite(rewrite_rows)
