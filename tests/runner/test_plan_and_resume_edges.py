@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -92,10 +93,7 @@ def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_
     replaying = EvalSettings(replay_timing=True).to_dict()
     assert _settings_differences(older, replaying) == ["replay_timing False there, True now"]
     profiling = EvalSettings(profile_kernels=True, profile_calls=5).to_dict()
-    assert sorted(_settings_differences(older, profiling)) == [
-        "profile_calls 20 there, 5 now",
-        "profile_kernels False there, True now",
-    ]
+    assert _settings_differences(older, profiling) == ["profile_kernels False there, True now"]
     # other settings added since are still compared only where both records know them
     assert _settings_differences({"trials": 100}, EvalSettings().to_dict()) == []
 
@@ -327,3 +325,17 @@ def test_a_sample_edited_after_its_evaluation_is_evaluated_again(
         plan_items([sample]), compiler="eager", settings=fast, out_dir=out, echo_logs=False
     )
     assert third.resumed == 1 and third.evaluated == 0
+
+
+def test_profile_calls_is_compared_only_where_both_profiled() -> None:
+    def settings(**kw: Any) -> dict[str, Any]:
+        return EvalSettings(**kw).to_dict()
+
+    assert _settings_differences(settings(profile_calls=5), settings(profile_calls=50)) == []
+    assert _settings_differences(
+        settings(profile_kernels=True, profile_calls=5),
+        settings(profile_kernels=True, profile_calls=50),
+    ) == ["profile_calls 5 there, 50 now"]
+    assert _settings_differences(
+        settings(profile_kernels=True, profile_calls=5), settings(profile_calls=50)
+    ) == ["profile_kernels True there, False now"]

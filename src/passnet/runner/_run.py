@@ -82,18 +82,25 @@ _ABSENT_MEANS: dict[str, Any] = {
 }
 
 
+#: Settings that only mean something while another one is on: compared only where that
+#: one is on in both the record and the request.
+_ONLY_WITH: dict[str, str] = {"profile_calls": "profile_kernels"}
+
+
 def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """Settings a stored record was evaluated with that differ from the ones asked for now.
 
     Only keys both know are compared, so records of an older passnet (without a
     setting added since) still resume; a key in :data:`_ABSENT_MEANS` missing from a
-    record stands for its old behaviour.
+    record stands for its old behaviour. A key of :data:`_ONLY_WITH` is compared only
+    where the setting it belongs to is on at both ends.
     """
     found = {**{k: v for k, v in _ABSENT_MEANS.items() if k in wanted}, **found}
     return [
         f"{k} {found[k]!r} there, {wanted[k]!r} now"
         for k in sorted(found.keys() & wanted.keys() - _RESUMABLE_SETTINGS)
         if found[k] != wanted[k]
+        and (k not in _ONLY_WITH or (found.get(_ONLY_WITH[k]) and wanted.get(_ONLY_WITH[k])))
     ]
 
 
