@@ -11,12 +11,12 @@ import torch
 from passnet.cli import main
 from passnet.data import dev_samples_dir
 from passnet.dataset._decompose import SubgraphStatus
-from passnet.errors import SampleError
+from passnet.errors import PassLoadError, SampleError
 from passnet.passes import PassManager, load_task
 from passnet.passes._graph import trace_graph
 from passnet.passes.library import build_reference_task, get_reference_pass, reference_passes
 from passnet.passes.library._catalog import ReferencePass
-from passnet.passes.library._sites import reference_patterns, site_subgraphs
+from passnet.passes.library._sites import _pattern_function, reference_patterns, site_subgraphs
 from passnet.sample import load_sample
 from passnet.score import baseline_tolerance
 
@@ -152,3 +152,15 @@ def test_pass_manager_replaces_every_site_like_eager(name, device, tmp_path):
         for exp, act in zip(eager, rewritten):
             atol, rtol = baseline_tolerance(exp.dtype)
             torch.testing.assert_close(act, exp, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def test_a_rule_file_without_a_readable_pattern_is_a_precise_load_error(tmp_path):
+    missing = tmp_path / "NoPattern.py"
+    missing.write_text("def replacement_args(a):\n    return (a,)\n")
+    with pytest.raises(PassLoadError, match="defines no pattern") as info:
+        _pattern_function(missing, "p")
+    assert info.value.context["file"].endswith("NoPattern.py")
+    broken = tmp_path / "Broken.py"
+    broken.write_text("def pattern(a):\n    return a +\n")
+    with pytest.raises(PassLoadError, match="cannot read the rule"):
+        _pattern_function(broken, "p")
