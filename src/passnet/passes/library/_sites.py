@@ -86,10 +86,9 @@ def reference_patterns(ref: ReferencePass) -> list[tuple[str, Pattern]]:
     return out
 
 
-def find_sites(
-    patterns: list[tuple[str, Pattern]], graph: torch.fx.Graph, parent: ParentGraph
-) -> list[PassSite]:
-    """Every match of the patterns in ``graph`` (the parent's), rule by rule, without overlaps."""
+def find_sites(patterns: list[tuple[str, Pattern]], parent: ParentGraph) -> list[PassSite]:
+    """Every match of the patterns in the parent's graph, rule by rule, without overlaps."""
+    graph = parent.gm.graph
     order = {n: i for i, n in enumerate(graph.nodes)}
     claimed: set[torch.fx.Node] = set()
     sites = []
@@ -127,11 +126,9 @@ def site_subgraphs(
     patterns = reference_patterns(ref)
     try:
         parent = trace_parent(path)
-    except SampleError:
-        raise
-    except DatasetError as exc:
+    except DatasetError as exc:  # a SampleError passes through as it is
         raise SampleError(f"cannot trace the sample: {exc.message}", sample=path) from exc
-    sites = find_sites(patterns, parent.gm.graph, parent)
+    sites = find_sites(patterns, parent)
     if not sites:
         raise SampleError(
             f"reference pass {ref.name!r} matches nothing in this sample (rules: {', '.join(ref.rules)})",
