@@ -164,3 +164,32 @@ def test_a_rule_file_without_a_readable_pattern_is_a_precise_load_error(tmp_path
     broken.write_text("def pattern(a):\n    return a +\n")
     with pytest.raises(PassLoadError, match="cannot read the rule"):
         _pattern_function(broken, "p")
+
+
+@pytest.mark.parametrize("name", [p.name for p in reference_passes()])
+def test_half_precision_sites_err_no_more_than_eager_does(name, device, tmp_path):
+    # fp16/bf16: measured against the fp32 site's outputs, the rewritten graph may err at
+    # most twice as much as eager does (rounding ties between summation orders)
+    task = build_reference_task(name, tmp_path / "task", scope="site", shape_factors=())
+    manager = PassManager.from_dirs(task.pass_dir)
+    reference: dict[str, tuple[torch.Tensor, ...]] = {}
+    for graph in task.graphs:  # each site's float32 variant comes first
+        site, _, dtype = graph.name.rpartition("_")
+        sample = load_sample(graph)
+        module = sample.build_module(device)
+        inputs = sample.replay_inputs(device, seed=0)
+        result = manager.apply(trace_graph(module))
+        with torch.no_grad():
+            eager = module(*inputs)
+            with manager.guard.checking():
+                rewritten = result.graph_module(*inputs)
+        if dtype == "float32":
+            reference[site] = tuple(eager)
+            continue
+        for i, (exp, act) in enumerate(zip(eager, rewritten)):
+            assert act.dtype == exp.dtype and act.shape == exp.shape, (graph.name, i)
+            ref = reference[site][i].double()
+            finite = ref.isfinite() & exp.isfinite()
+            eager_error = (exp.double() - ref)[finite].abs().max().item()
+            pass_error = (act.double() - ref)[finite].abs().max().item()
+            assert pass_error <= 2 * eager_error + 1e-6, (graph.name, i, pass_error, eager_error)
