@@ -54,8 +54,9 @@ import torch.fx
 from passnet.evaluate import EvalRecord, EvalSettings, evaluate_sample
 from passnet.passes import Matcher, PassManager, Task, load_pass_dir, trace_graph
 from passnet.passes.library import build_reference_task, reference_passes
+from passnet.passes.library._tasks import DEFAULT_SHAPE_FACTORS, SCOPES
 from passnet.sample import load_sample
-from passnet.score import baseline_tolerance, compute_scores
+from passnet.score import baseline_tolerance, compute_scores, gmean
 
 log = logging.getLogger("bench_reference_passes")
 
@@ -370,8 +371,10 @@ def bench_graphs(
     return rows, scores
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+def _vs_inductor(row: GraphRow, key: str) -> float | None:
+    """Inductor's compiled time over ``pass_mgr``'s (``key``: e2e or device median), or None."""
+    pm, ind = row.records.get("pass_mgr", {}), row.records.get("inductor", {})
+    return ind[key] / pm[key] if pm.get(key) and ind.get(key) else None
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -424,12 +427,8 @@ def print_graphs(rows: list[GraphRow], scores: dict[str, dict[str, Any]]) -> Non
         f"{'vs ind e2e':>10} {'vs ind dev':>10}"
     )
     for r in rows:
-        pm, ind = r.records.get("pass_mgr", {}), r.records.get("inductor", {})
-        vs_e2e = vs_dev = None
-        if pm.get("compiled_e2e_ms") and ind.get("compiled_e2e_ms"):
-            vs_e2e = ind["compiled_e2e_ms"] / pm["compiled_e2e_ms"]
-        if pm.get("compiled_device_ms") and ind.get("compiled_device_ms"):
-            vs_dev = ind["compiled_device_ms"] / pm["compiled_device_ms"]
+        pm = r.records.get("pass_mgr", {})
+        vs_e2e, vs_dev = _vs_inductor(r, "compiled_e2e_ms"), _vs_inductor(r, "compiled_device_ms")
         print(
             f"{r.pass_name:22} {r.dtype:9} {r.graph:60} {pm.get('status', '-'):15} "
             f"{_fmt(pm.get('speedup_e2e')):>7} {_fmt(pm.get('speedup_device')):>7} {_fmt(vs_e2e):>10} {_fmt(vs_dev):>10}"
@@ -444,17 +443,13 @@ def print_graphs(rows: list[GraphRow], scores: dict[str, dict[str, Any]]) -> Non
             for r in group
             if r.records.get("pass_mgr", {}).get("speedup_e2e")
         ]
-        vs_ind = [
-            r.records["inductor"]["compiled_e2e_ms"] / r.records["pass_mgr"]["compiled_e2e_ms"]
-            for r in group
-            if r.records.get("pass_mgr", {}).get("compiled_e2e_ms")
-            and r.records.get("inductor", {}).get("compiled_e2e_ms")
-        ]
+        vs_ind = [v for r in group if (v := _vs_inductor(r, "compiled_e2e_ms")) is not None]
         print(
             f"{key:22} graphs {len(group):3d}  timed {len(speedups):3d}  "
-            f"x eager {_fmt(_geomean(speedups), '.3f')}  "
+            f"x eager {_fmt(gmean(speedups) if speedups else None, '.3f')}  "
             f">= 1.0: {sum(s >= 1.0 for s in speedups):3d}  "
-            f"vs inductor {_fmt(_geomean(vs_ind), '.3f')} ({sum(v > 1.0 for v in vs_ind)} of {len(vs_ind)} faster)"
+            f"vs inductor {_fmt(gmean(vs_ind) if vs_ind else None, '.3f')} "
+            f"({sum(v > 1.0 for v in vs_ind)} of {len(vs_ind)} faster)"
         )
     print("\n== per pass task: AS and ES_t at t = -5 / -3 / 0 ==")
     for key, by_compiler in scores.items():
@@ -482,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--scope",
-        choices=["graph", "site"],
+        choices=list(SCOPES),
         default="graph",
         help="tasks of whole source graphs (default) or of the subgraphs around the matches",
     )
@@ -490,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shape-factors",
         nargs="*",
         type=int,
-        default=[2, 4],
+        default=list(DEFAULT_SHAPE_FACTORS),
         help="site scope: also each site with its dynamic dimension scaled by these",
     )
     parser.add_argument(
