@@ -112,10 +112,14 @@ def _matched(patterns: list[tuple[str, Pattern]], path: Path) -> bool:
 
 
 def site_subgraphs(
-    ref: ReferencePass, sample: str | Path, out_dir: str | Path
+    ref: ReferencePass,
+    sample: str | Path,
+    out_dir: str | Path,
+    patterns: list[tuple[str, Pattern]] | None = None,
 ) -> tuple[list[PassSite], list[SubgraphRecord]]:
     """Write the sites of ``ref`` in ``sample`` as subgraph samples under ``out_dir/<start>-<stop>/``.
 
+    ``patterns``: ``reference_patterns(ref)``, when the caller has them already.
     Returns the sites found and a record per site (written or duplicate). Raises
     :class:`~passnet.errors.SampleError` when the sample cannot be traced, the pass
     matches nothing in it, a site cannot be made into a faithful subgraph sample,
@@ -123,7 +127,7 @@ def site_subgraphs(
     the pattern).
     """
     path = Path(sample)
-    patterns = reference_patterns(ref)
+    patterns = patterns if patterns is not None else reference_patterns(ref)
     try:
         parent = trace_parent(path)
     except DatasetError as exc:  # a SampleError passes through as it is

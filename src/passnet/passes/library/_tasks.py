@@ -81,7 +81,9 @@ def build_reference_task(
             if scope == "graph":
                 sources.append((root / rel, Path(rel).name))
                 continue
-            _, records = site_subgraphs(ref, root / rel, Path(tmp) / "sites" / Path(rel).name)
+            _, records = site_subgraphs(
+                ref, root / rel, Path(tmp) / "sites" / Path(rel).name, patterns
+            )
             for r in records:
                 if r.status is not SubgraphStatus.WRITTEN:
                     continue
