@@ -9,14 +9,21 @@ best of 5 loops of 200). If slow episodes are machine-wide time windows, the pro
 before or after a slow evaluation is slow too; if they belong to one process, it is
 not. Prints one line per evaluation and a table at the end.
 
+With ``--ab`` every graph is evaluated twice per repetition, with the core guard
+(``EvalSettings.core_guard``, the default) and without it (one fixed core, as before
+the guard), alternately, and the table is split by the two; the guard's report (moves,
+rounds measured again, probes that found every core slow) is printed per evaluation.
+
 Usage (CUDA GPU)::
 
     PYTHONPATH=src python3 benchmarks/host_episodes.py --reps 6 --json $OUT/host_episodes.json
+    PYTHONPATH=src python3 benchmarks/host_episodes.py --reps 5 --ab --no-probes --json $OUT/ab.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -57,45 +64,77 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--ab", action="store_true", help="each evaluation with and without the core guard"
+    )
+    parser.add_argument(
+        "--no-probes", action="store_true", help="no probe processes around evaluations"
+    )
     args = parser.parse_args()
-    settings = EvalSettings(warmup=25, trials=100)
+    guards = (True, False) if args.ab else (True,)
     rows = []
     for rep in range(args.reps):
         for rel in GRAPHS:
-            before = probe()
-            t0 = time.time()
-            rec = evaluate_sample(
-                dev_samples_dir() / rel, "inductor", device="cuda", settings=settings
-            )
-            after = probe()
-            row = {
-                "rep": rep,
-                "graph": Path(rel).name,
-                "t": round(t0, 1),
-                "status": rec.status.value,
-                "eager_ms": rec.eager.e2e.median_ms if rec.eager else None,
-                "compiled_ms": rec.compiled.e2e.median_ms if rec.compiled else None,
-                "speedup": rec.speedup_e2e,
-                "probe_before_us": before,
-                "probe_after_us": after,
-            }
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            for i, guard in enumerate(guards):
+                on = guard if rep % 2 == 0 else guards[len(guards) - 1 - i]  # alternate the order
+                settings = EvalSettings(warmup=25, trials=100, core_guard=on)
+                rows.append(_evaluate(rep, rel, settings, probes=not args.no_probes))
+                print(json.dumps(rows[-1]), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    for on in guards:
+        _table([r for r in rows if r["core_guard"] == on], f"core guard {'on' if on else 'off'}")
+    return 0
+
+
+def _evaluate(rep: int, rel: str, settings: EvalSettings, probes: bool) -> dict:
+    before = probe() if probes else None
+    t0 = time.time()
+    rec = evaluate_sample(dev_samples_dir() / rel, "inductor", device="cuda", settings=settings)
+    after = probe() if probes else None
+    host = rec.host
+    return {
+        "rep": rep,
+        "graph": Path(rel).name,
+        "core_guard": settings.core_guard,
+        "t": round(t0, 1),
+        "status": rec.status.value,
+        "eager_ms": rec.eager.e2e.median_ms if rec.eager else None,
+        "compiled_ms": rec.compiled.e2e.median_ms if rec.compiled else None,
+        "speedup": rec.speedup_e2e,
+        "measure_s": rec.phases_s.get("measure"),
+        "probe_before_us": before,
+        "probe_after_us": after,
+        "host": None if host is None else dataclasses.asdict(host),
+    }
+
+
+def _table(rows: list[dict], title: str) -> None:
+    print(f"\n== {title}")
     print(
-        f"\n{'graph':22} {'rep':>3} {'eager ms':>9} {'/median':>8} {'comp ms':>8} {'/median':>8} {'speedup':>8} {'probe before':>12} {'after':>7}"
+        f"{'graph':22} {'rep':>3} {'eager ms':>9} {'/median':>8} {'comp ms':>8} {'/median':>8} "
+        f"{'speedup':>8} {'probe before':>12} {'after':>7} {'moves':>5} {'again':>5} {'allslow':>7}"
     )
-    for g in {r["graph"] for r in rows}:
+    for g in dict.fromkeys(r["graph"] for r in rows):
         mine = [r for r in rows if r["graph"] == g and r["eager_ms"]]
+        if not mine:
+            continue
         me = statistics.median(r["eager_ms"] for r in mine)
         mc = statistics.median(r["compiled_ms"] for r in mine)
         for r in mine:
+            h = r["host"] or {}
             print(
-                f"{g:22} {r['rep']:3d} {r['eager_ms']:9.3f} {r['eager_ms'] / me:8.2f} {r['compiled_ms']:8.3f} "
-                f"{r['compiled_ms'] / mc:8.2f} {r['speedup']:8.3f} {r['probe_before_us']:12.2f} {r['probe_after_us']:7.2f}"
+                f"{g:22} {r['rep']:3d} {r['eager_ms']:9.3f} {r['eager_ms'] / me:8.2f} "
+                f"{r['compiled_ms']:8.3f} {r['compiled_ms'] / mc:8.2f} {r['speedup']:8.3f} "
+                f"{_us(r['probe_before_us']):>12} {_us(r['probe_after_us']):>7} "
+                f"{h.get('moves', '-'):>5} {h.get('remeasured_rounds', '-'):>5} {h.get('all_slow', '-'):>7}"
             )
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
+        speedups = [r["speedup"] for r in mine]
+        print(f"{g:22} spread max/min {100 * (max(speedups) / min(speedups) - 1):.1f} %")
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
-from passnet.evaluate import _child
+from passnet.evaluate import _child, _host
 
 
 @pytest.fixture
@@ -22,7 +23,8 @@ def affinity(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
 def test_gpu_workers_get_distinct_cores_from_the_end_avoiding_core0_siblings(
     affinity, monkeypatch
 ) -> None:
-    monkeypatch.setattr(_child, "_siblings", lambda core: {0, 4})
+    monkeypatch.setattr(_host, "siblings", lambda core: {0, 4})
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     picked = []
     for gpu in range(3):
         _child._pin_to_one_core(f"cuda:{gpu}")
@@ -39,5 +41,5 @@ def test_cpu_device_and_a_single_core_are_left_alone(affinity) -> None:
 
 
 def test_siblings_of_a_core() -> None:
-    assert 0 in _child._siblings(0)  # this machine's topology, or {0} where unknown
-    assert _child._siblings(10_000) == {10_000}  # no such core: just itself
+    assert 0 in _host.siblings(0)  # this machine's topology, or {0} where unknown
+    assert _host.siblings(10_000) == {10_000}  # no such core: just itself

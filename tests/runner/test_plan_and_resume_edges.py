@@ -95,7 +95,10 @@ def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_
     profiling = EvalSettings(profile_kernels=True, profile_calls=5).to_dict()
     assert _settings_differences(older, profiling) == ["profile_kernels False there, True now"]
     # other settings added since are still compared only where both records know them
-    assert _settings_differences({"trials": 100}, EvalSettings().to_dict()) == []
+    # (core_guard has a value for records without it: see the next test)
+    assert (
+        _settings_differences({"trials": 100, "core_guard": True}, EvalSettings().to_dict()) == []
+    )
 
 
 def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(
@@ -339,3 +342,16 @@ def test_profile_calls_is_compared_only_where_both_profiled() -> None:
     assert _settings_differences(
         settings(profile_kernels=True, profile_calls=5), settings(profile_calls=50)
     ) == ["profile_kernels True there, False now"]
+
+
+def test_core_guard_is_compared_only_for_cuda_evaluations() -> None:
+    older = {k: v for k, v in EvalSettings().to_dict().items() if k != "core_guard"}
+    now = EvalSettings().to_dict()
+    # a CUDA record from before the guard was measured on one fixed core
+    assert _settings_differences(older, now, "cuda:0") == ["core_guard False there, True now"]
+    assert _settings_differences(older, EvalSettings(core_guard=False).to_dict(), "cuda") == []
+    # on the CPU neither the guard nor pinning does anything
+    assert _settings_differences(older, now, "cpu") == []
+    unpinned = EvalSettings(pin_cpu=False).to_dict()
+    assert _settings_differences(now, unpinned, "cpu") == []
+    assert _settings_differences(now, unpinned, "cuda") == ["pin_cpu True there, False now"]

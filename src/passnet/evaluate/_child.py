@@ -17,13 +17,13 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from passnet.errors import DeviceUnavailable, PassnetError
 from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
+from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -300,11 +300,16 @@ def _evaluate(
     timings = None
     if s.time_graphs:
         stage.enter("measure")
-        if s.pin_cpu:
+        guard = None
+        if s.pin_cpu and s.core_guard and _timing_cores(device):
+            guard = CoreGuard(_timing_cores(device))
+        elif s.pin_cpu:
             _pin_to_one_core(device)
         mutating = _mutating(inputs1, module, compiled, device)
         with _gc_paused(s.pause_gc):
-            timings = _measure(compiled, module, inputs1, device, s, mutating)
+            timings = _measure(compiled, module, inputs1, device, s, mutating, guard)
+        if guard is not None:
+            result["host"] = dataclasses.asdict(guard.report())
 
     stage.enter("compiled_recheck")
     with compiler.checked_call():
@@ -412,38 +417,29 @@ def _gc_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
+def _timing_cores(device: str) -> list[int]:
+    """The CPU cores the timing thread for ``device`` may use (:func:`core_share`), or none
+    (not CUDA, no affinity control, or a single allowed core: nothing to choose)."""
+    if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
+        return []
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        return []
+    index = torch.device(device).index or 0
+    return core_share(allowed, index, max(1, torch.cuda.device_count()))
+
+
 def _pin_to_one_core(device: str) -> None:
-    """Pin this process to one core chosen by GPU index (after compilation, before timing).
+    """Pin this thread to the first core of its share (after compilation, before timing).
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
-    worker removes core-to-core and migration differences between runs. Cores are
-    taken from the end of the allowed set (the kernel and most daemons favour the
-    first ones), skipping core 0's hyper-thread siblings, two apart per GPU.
+    worker removes core-to-core and migration differences between runs. With
+    ``core_guard`` (the default) the timing loop's :class:`CoreGuard` chooses the core
+    instead, and keeps choosing.
     """
-    if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
-        return
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return
-    busy = _siblings(cores[0])
-    candidates = [c for c in reversed(cores) if c not in busy] or cores[::-1]
-    index = torch.device(device).index or 0
-    os.sched_setaffinity(0, {candidates[(2 * index) % len(candidates)]})
-
-
-def _siblings(core: int) -> set[int]:
-    """``core`` and its hyper-thread siblings (just ``core`` where the topology is unknown)."""
-    path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
-    try:
-        text = Path(path).read_text().strip()
-    except OSError:
-        return {core}
-    found = {core}
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit():
-            found.update(range(int(lo), int(hi or lo) + 1))
-    return found
+    share = _timing_cores(device)
+    if share:
+        os.sched_setaffinity(0, {share[0]})
 
 
 def _args_factory(inputs: list[Any], mutating: bool) -> Callable[[], list[Any]]:
@@ -484,7 +480,13 @@ def _extra_figures(
 
 
 def _measure(
-    compiled: Any, module: Any, inputs: list[Any], device: str, s: EvalSettings, mutating: bool
+    compiled: Any,
+    module: Any,
+    inputs: list[Any],
+    device: str,
+    s: EvalSettings,
+    mutating: bool,
+    guard: CoreGuard | None = None,
 ) -> dict[str, Any]:
     timer = cuda_timer if device.startswith("cuda") else cpu_timer
     if s.flush_l2 and device.startswith("cuda"):
@@ -503,6 +505,7 @@ def _measure(
             min_warmup_s=s.min_warmup_s,
             target_rel_se=s.target_rel_se,
             max_extra_s=s.max_extra_s,
+            guard=guard,
         )
 
 

@@ -150,6 +150,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "eager": timing.get("eager"),
         "compiled": timing.get("compiled"),
         "pass_report": res.get("pass_report"),
+        "host": res.get("host"),
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

@@ -24,6 +24,7 @@ __all__ = [
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
+    "HostReport",
     "KernelProfile",
     "KernelShare",
     "OutputCheck",
@@ -101,6 +102,31 @@ class Timing:
     CUDA profiler."""
     kernels_error: str | None = None
     """Why ``kernels`` is missing although it was asked for."""
+
+
+@dataclass
+class HostReport:
+    """The timing thread's CPU core on CUDA (``core_guard``): where it ran and what the core
+    guard did (:class:`passnet.evaluate._host.CoreGuard`)."""
+
+    cores: list[int]
+    """The cores this worker's timing thread could use (its share)."""
+    core: int
+    """The core it ended on."""
+    probe_ns: float | None
+    """Fastest probe seen: nanoseconds per iteration of the guard's fixed Python loop."""
+    slow_factor: float
+    """A core whose probe exceeded ``slow_factor`` × ``probe_ns`` counted as slowed down."""
+    checks: int = 0
+    """Probes of the current core (before and after each round of timed calls)."""
+    slow_checks: int = 0
+    """Probes that found the current core slowed down."""
+    moves: int = 0
+    """Times the thread moved to a faster core."""
+    remeasured_rounds: int = 0
+    """Rounds of timed calls measured again because the core slowed down during them."""
+    all_slow: int = 0
+    """Times every core of the share was slowed down (the round was measured all the same)."""
 
 
 @dataclass
@@ -185,6 +211,8 @@ class EvalRecord:
     pass_report: PassReport | None = None
     integrity: list[str] = field(default_factory=list)
     roofline: dict[str, float] | None = None
+    host: HostReport | None = None
+    """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     phases_s: dict[str, float] = field(default_factory=dict)
     """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
     settings: dict[str, Any] = field(default_factory=dict)

@@ -35,6 +35,11 @@ class EvalSettings:
     """CPU threads for torch in the child (None: torch's default)."""
     pin_cpu: bool = True
     """On CUDA, pin the child to one CPU core for timing (launch-bound graphs are CPU-sensitive)."""
+    core_guard: bool = True
+    """On CUDA with ``pin_cpu``: probe the pinned core's speed around each round of timed
+    calls, move to the fastest core of the worker's share when it slows down, and measure
+    a round again that ended on a slowed core (virtual machines' cores slow down for
+    seconds at a time; see :mod:`passnet.evaluate._host`)."""
     pause_gc: bool = True
     """Collect, then switch off Python's cyclic garbage collector while timing (as ``timeit`` does)."""
     poison_allocator: bool = True

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from passnet.evaluate._record import KernelProfile, KernelShare, Timing, TimingStats
+
+if TYPE_CHECKING:
+    from passnet.evaluate._host import CoreGuard
 
 __all__ = [
     "cpu_timer",
@@ -185,8 +188,16 @@ def summarize(samples_ms: list[float]) -> TimingStats:
     )
 
 
+_ROUND_ATTEMPTS = 3
+"""With a core guard: how often one round may be measured (the last attempt is kept)."""
+
+
 def _run_series(
-    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer, trials: int, rounds: int
+    fns: dict[str, tuple[Callable[..., Any], ArgsFactory]],
+    timer: Timer,
+    trials: int,
+    rounds: int,
+    guard: CoreGuard | None = None,
 ) -> dict[str, tuple[list[float], list[float]]]:
     names = list(fns)
     out: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}
@@ -194,15 +205,31 @@ def _run_series(
     per_round = [trials // rounds + (1 if r < trials % rounds else 0) for r in range(rounds)]
     for r, k in enumerate(per_round):
         order = names if r % 2 == 0 else names[::-1]
-        for name in order:
-            e2e, dev = out[name]
-            fn, make_args = fns[name]
-            for _ in range(k):
-                a, b = timer(fn, make_args())
-                e2e.append(a)
-                if b is not None:
-                    dev.append(b)
+        for attempt in range(_ROUND_ATTEMPTS):
+            if guard is not None and guard.ensure_fast():
+                _rewarm(fns, timer)  # the new core's caches, outside the timed calls
+            block: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}
+            for name in order:
+                e2e, dev = block[name]
+                fn, make_args = fns[name]
+                for _ in range(k):
+                    a, b = timer(fn, make_args())
+                    e2e.append(a)
+                    if b is not None:
+                        dev.append(b)
+            if guard is None or attempt == _ROUND_ATTEMPTS - 1 or guard.still_fast():
+                break
+            guard.remeasured_rounds += 1  # the core slowed down during the round
+        for name, (e2e, dev) in block.items():
+            out[name][0].extend(e2e)
+            out[name][1].extend(dev)
     return out
+
+
+def _rewarm(fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], timer: Timer) -> None:
+    for fn, make_args in fns.values():
+        for _ in range(2):
+            timer(fn, make_args())
 
 
 def _median_rel_se(samples: list[float]) -> float:
@@ -248,6 +275,7 @@ def measure_interleaved(
     min_warmup_s: float = 0.0,
     target_rel_se: float = 0.0,
     max_extra_s: float = 0.0,
+    guard: CoreGuard | None = None,
 ) -> dict[str, Timing]:
     """Warm up each callable, then time them in alternating blocks.
 
@@ -261,15 +289,21 @@ def measure_interleaved(
     While any side's IQR/median exceeds ``unstable_threshold`` the whole series is
     measured again with twice the trials, up to ``max_retries`` times; a side still
     above the threshold is flagged ``unstable`` (a timing flag, not a failure).
+
+    With a ``guard`` (:class:`~passnet.evaluate._host.CoreGuard`) the calling thread is
+    first settled on the fastest core of its share; each round then starts on a core at
+    full speed and is measured again (up to twice) if the core slowed down during it.
     """
+    if guard is not None:
+        guard.settle()
     _warm_up(fns, timer, warmup, min_warmup_s)
     retries = 0
     while True:
-        series = _run_series(fns, timer, trials, rounds)
+        series = _run_series(fns, timer, trials, rounds, guard)
         # Adaptive repetition: more alternating series until the speedup is precise.
         extra_deadline = time.perf_counter() + max_extra_s
         while _speedup_rel_se(series) > target_rel_se and time.perf_counter() < extra_deadline:
-            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds).items():
+            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard).items():
                 series[name][0].extend(e2e)
                 series[name][1].extend(dev)
         timings = {

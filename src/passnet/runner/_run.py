@@ -75,6 +75,7 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 #: Settings added since records were first written, with the value a record without the
 #: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile).
 _ABSENT_MEANS: dict[str, Any] = {
+    "core_guard": False,
     "flush_l2": False,
     "replay_timing": False,
     "profile_kernels": False,
@@ -86,19 +87,29 @@ _ABSENT_MEANS: dict[str, Any] = {
 #: one is on in both the record and the request.
 _ONLY_WITH: dict[str, str] = {"profile_calls": "profile_kernels"}
 
+#: Settings that change only how the CUDA timing thread runs (its CPU core): not compared
+#: for evaluations on the CPU, where they do nothing.
+_CUDA_TIMING_ONLY = frozenset({"pin_cpu", "core_guard"})
 
-def _settings_differences(found: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+
+def _settings_differences(
+    found: dict[str, Any], wanted: dict[str, Any], device: str = "cuda"
+) -> list[str]:
     """Settings a stored record was evaluated with that differ from the ones asked for now.
 
     Only keys both know are compared, so records of an older passnet (without a
     setting added since) still resume; a key in :data:`_ABSENT_MEANS` missing from a
     record stands for its old behaviour. A key of :data:`_ONLY_WITH` is compared only
-    where the setting it belongs to is on at both ends.
+    where the setting it belongs to is on at both ends, and a key of
+    :data:`_CUDA_TIMING_ONLY` only on a CUDA ``device``.
     """
     found = {**{k: v for k, v in _ABSENT_MEANS.items() if k in wanted}, **found}
+    ignored = _RESUMABLE_SETTINGS | (
+        frozenset() if device.startswith("cuda") else _CUDA_TIMING_ONLY
+    )
     return [
         f"{k} {found[k]!r} there, {wanted[k]!r} now"
-        for k in sorted(found.keys() & wanted.keys() - _RESUMABLE_SETTINGS)
+        for k in sorted(found.keys() & wanted.keys() - ignored)
         if found[k] != wanted[k]
         and (k not in _ONLY_WITH or (found.get(_ONLY_WITH[k]) and wanted.get(_ONLY_WITH[k])))
     ]
@@ -179,7 +190,7 @@ def _pending(
     # were, or scores would mix measurements.
     wanted = settings.to_dict()
     for rec in _same_kind(store, compiler, compiler_config, device):
-        differences = _settings_differences(rec.settings, wanted)
+        differences = _settings_differences(rec.settings, wanted, device)
         if differences:
             raise StoreError(
                 f"{rec.graph} was evaluated here with other settings ({'; '.join(differences)}); "

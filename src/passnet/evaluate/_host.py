@@ -1,0 +1,170 @@
+"""Keep the timing thread on a CPU core that runs at full speed (design §5.3).
+
+Launch-bound GPU graphs run as fast as the core that launches their kernels. On a
+virtual machine a core (a vCPU) can run at half speed for seconds at a time, while
+the host gives its physical core's other hardware thread to someone else. The guest
+sees no steal time and no run-queue wait: only the work is slower, on that core, for
+that while (H200 measurements in ``benchmarks/results/child_host_state_h200/``).
+A child whose timing falls into such a slow stretch times both sides slower, by
+different factors, so its speedup moves by several per cent.
+
+:class:`CoreGuard` probes the core's speed with a short fixed Python loop (about 0.2 ms)
+before and after each round of timed calls. It keeps the fastest probe seen as the
+reference. A core slower than ``slow_factor`` times the reference is left for the
+fastest core of the worker's share, and a round that ended on a slowed core is
+measured again. Everything it did is reported in the record (:class:`HostReport`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from passnet.evaluate._record import HostReport
+
+__all__ = ["CoreGuard", "core_share", "siblings"]
+
+PROBE_LOOPS = 2000
+"""Iterations of the probe loop: about 65 µs on a 2025 server core."""
+
+
+def _spin(n: int) -> int:
+    acc = 0
+    for i in range(n):
+        acc += i & 7
+    return acc
+
+
+def siblings(core: int) -> set[int]:
+    """``core`` and its hyper-thread siblings (just ``core`` where the topology is unknown)."""
+    path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return {core}
+    found = {core}
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            found.update(range(int(lo), int(hi or lo) + 1))
+    return found
+
+
+def core_share(allowed: Sequence[int], gpu: int, gpus: int) -> list[int]:
+    """The cores a timing thread for GPU ``gpu`` (of ``gpus``) may use, preferred first.
+
+    Cores are taken from the end of the allowed set (the kernel and most daemons favour
+    the first ones), skipping core 0 and its hyper-thread siblings, and every other one
+    (two apart, so that workers of adjacent GPUs never get sibling cores where siblings
+    are numbered next to each other). GPU ``i`` gets every ``gpus``-th of those, from
+    the ``i``-th on, so workers of different GPUs never share a core. Where too few
+    cores are left, the share is the one core the plain rule gives.
+    """
+    cores = sorted(allowed)
+    if len(cores) < 2:
+        return list(cores)
+    busy = siblings(cores[0])
+    candidates = [c for c in reversed(cores) if c not in busy] or cores[::-1]
+    spaced = candidates[::2]
+    gpus = max(1, gpus)
+    share = spaced[gpu % gpus :: gpus] if len(spaced) >= gpus else []
+    return share or [candidates[(2 * gpu) % len(candidates)]]
+
+
+class CoreGuard:
+    """Pins the calling thread to the fastest core of ``cores`` and keeps it on a fast one.
+
+    ``probe()`` times :data:`PROBE_LOOPS` iterations of a fixed Python loop on the current
+    core (best of ``repeats``), in nanoseconds per iteration. ``settle()`` probes every core
+    of the share and stays on the fastest. ``ensure_fast()`` (before a round of timed calls)
+    probes the current core and, if it is slower than ``slow_factor`` times the fastest
+    probe seen, settles again; ``still_fast()`` (after the round) says whether the round
+    ended on a core at full speed. Setting the affinity applies to the calling thread only.
+    """
+
+    def __init__(
+        self, cores: Sequence[int], *, slow_factor: float = 1.15, repeats: int = 3
+    ) -> None:
+        if not cores:
+            raise ValueError("CoreGuard needs at least one core")
+        if slow_factor <= 1.0:
+            raise ValueError(f"slow_factor must be above 1, got {slow_factor!r}")
+        self.cores = list(cores)
+        self.slow_factor = slow_factor
+        self.repeats = max(1, repeats)
+        self.best_ns = math.inf
+        self.last_ns = math.inf
+        self.core: int | None = None
+        self.moves = 0
+        self.checks = 0
+        self.slow_checks = 0
+        self.remeasured_rounds = 0
+        self.all_slow = 0
+        self._just_found_fast = False
+
+    def probe(self) -> float:
+        best = math.inf
+        for _ in range(self.repeats):
+            t0 = time.perf_counter_ns()
+            _spin(PROBE_LOOPS)
+            best = min(best, (time.perf_counter_ns() - t0) / PROBE_LOOPS)
+        return best
+
+    def _check(self) -> bool:
+        self.checks += 1
+        self.last_ns = self.probe()
+        self.best_ns = min(self.best_ns, self.last_ns)
+        fast = self.last_ns <= self.slow_factor * self.best_ns
+        if not fast:
+            self.slow_checks += 1
+        return fast
+
+    def settle(self) -> bool:
+        """Probe each core of the share, stay on the fastest; True if it moved."""
+        found: dict[int, float] = {}
+        for core in self.cores:
+            os.sched_setaffinity(0, {core})
+            found[core] = self.probe()
+        best = min(found, key=found.__getitem__)
+        os.sched_setaffinity(0, {best})
+        self._just_found_fast = False
+        moved = self.core is not None and best != self.core
+        self.moves += int(moved)
+        self.core = best
+        self.last_ns = found[best]
+        self.best_ns = min(self.best_ns, found[best])
+        if self.last_ns > self.slow_factor * self.best_ns:
+            self.all_slow += 1
+        return moved
+
+    def ensure_fast(self) -> bool:
+        """Before a round: move to the fastest core if this one has slowed down; True if it moved."""
+        if self.core is None:
+            return self.settle()
+        if self._just_found_fast:  # ``still_fast`` probed it a moment ago
+            self._just_found_fast = False
+            return False
+        if self._check():
+            return False
+        return self.settle()
+
+    def still_fast(self) -> bool:
+        """After a round: is the core still at full speed?"""
+        self._just_found_fast = self._check()
+        return self._just_found_fast
+
+    def report(self) -> HostReport:
+        return HostReport(
+            cores=list(self.cores),
+            core=self.core if self.core is not None else -1,
+            probe_ns=round(self.best_ns, 3) if math.isfinite(self.best_ns) else None,
+            slow_factor=self.slow_factor,
+            checks=self.checks,
+            slow_checks=self.slow_checks,
+            moves=self.moves,
+            remeasured_rounds=self.remeasured_rounds,
+            all_slow=self.all_slow,
+        )
