@@ -52,12 +52,16 @@ from passnet.data import dev_samples_dir
 from passnet.evaluate import EvalSettings
 from passnet.runner import plan_items, read_records, run_evaluations
 
-PHASES = {"run1": "inductor", "run2": "inductor", "aa": "eager"}
+PHASES = {"run1": "inductor", "run2": "inductor", "aa": "eager", "unguarded": "inductor"}
+"""``unguarded`` is ``run1`` without the core guard (one fixed core, no waiting), for an
+A/B of the guard on the same machine start."""
 
 
 def run_phase(phase: str, args: argparse.Namespace) -> None:
     compiler = args.compiler if phase != "aa" else "eager"
     settings = EvalSettings(warmup=args.warmup, trials=args.trials, timeout_s=args.timeout)
+    if phase == "unguarded":
+        settings = dataclasses.replace(settings, core_guard=False, host_wait_s=0.0)
     jobs = 1
     if phase == "prewarm":
         settings = EvalSettings(
@@ -223,6 +227,45 @@ def _median_abs(xs: list[float | None]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _guard_summary(work: Path, r1: dict, r2: dict) -> dict:
+    """Per timed phase: measuring time, dispersion, re-measurements and what the core guard
+    did; and, with an ``unguarded`` phase, how far its speedups are from ``run2``'s."""
+    phases = {"run1": r1, "run2": r2, "unguarded": _load(work, "unguarded")}
+    found: dict = {}
+    for name, recs in phases.items():
+        timed = [r for r in recs.values() if r.eager and r.compiled]
+        if not timed:
+            continue
+        hosts = [r.host for r in timed if r.host]
+        found[name] = {
+            "graphs": len(timed),
+            "mean_measure_s": _mean([r.phases_s.get("measure", 0.0) for r in timed]),
+            "median_eager_rel_iqr": statistics.median(r.eager.e2e.relative_iqr for r in timed),
+            "graphs_remeasured_unstable": sum(r.eager.retries > 0 for r in timed),
+            "graphs_flagged_unstable": sum(r.eager.unstable or r.compiled.unstable for r in timed),
+            "guard_moves": sum(h.moves for h in hosts),
+            "guard_remeasured_rounds": sum(h.remeasured_rounds for h in hosts),
+            "guard_all_slow_graphs": sum(h.all_slow > 0 for h in hosts),
+            "guard_waited_s": round(sum(h.waited_s for h in hosts), 2),
+            "guard_probe_ns_median": statistics.median(h.probe_ns for h in hosts if h.probe_ns)
+            if hosts
+            else None,
+        }
+    other = phases["unguarded"]
+    d = [
+        abs(math.log(other[g].speedup_e2e / r2[g].speedup_e2e))
+        for g in other
+        if g in r2 and other[g].speedup_e2e and r2[g].speedup_e2e
+    ]
+    if d:
+        found["unguarded_vs_run2"] = {
+            "median_abs_log": statistics.median(d),
+            "max_abs_log": max(d),
+            "n": len(d),
+        }
+    return found
+
+
 def report(args: argparse.Namespace) -> int:
     work = Path(args.work)
     r1, r2, aa = _load(work, "run1"), _load(work, "run2"), _load(work, "aa")
@@ -320,6 +363,7 @@ def report(args: argparse.Namespace) -> int:
         "repeat_n": len(d),
         "unstable_graphs": sum(bool(v["unstable"]) for v in vals),
     }
+    summary["guard"] = _guard_summary(work, r1, r2)
     out["summary"] = summary
     print(json.dumps(summary, indent=1))
     (work / "harness_report.json").write_text(json.dumps(out, indent=1))

@@ -8,6 +8,7 @@ machine's real cores.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from passnet.evaluate import _host
-from passnet.evaluate._host import CoreGuard, core_share
+from passnet.evaluate._host import CoreGuard, HostReference, core_share
 from passnet.evaluate._record import EvalRecord, record_from_json
 from passnet.status import Status
 
@@ -204,3 +205,106 @@ def test_the_host_report_round_trips_through_a_record() -> None:
     rec.host = guard.report()
     back = record_from_json(rec.to_json())
     assert back.host == rec.host and back.host.moves == 2
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch, cores: dict[str, Any]) -> dict[str, Any]:
+    """``time.sleep`` of the guard, scripted: after ``recover_after`` sleeps every core
+    runs at ``recovered`` ns."""
+    state: dict[str, Any] = {"sleeps": [], "recover_after": None, "recovered": 30.0}
+
+    def sleep(seconds: float) -> None:
+        state["sleeps"].append(seconds)
+        if state["recover_after"] is not None and len(state["sleeps"]) >= state["recover_after"]:
+            cores["speed"] = dict.fromkeys(cores["speed"], state["recovered"])
+
+    monkeypatch.setattr(_host.time, "sleep", sleep)
+    return state
+
+
+def test_a_host_slowed_down_as_a_whole_is_waited_for(cores, clock) -> None:
+    cores["speed"] = {15: 52.0, 13: 50.0}  # earlier children saw 31 ns: every core is slow
+    clock["recover_after"] = 3
+    guard = CoreGuard([15, 13], reference_ns=31.0, max_wait_s=2.0)
+    guard.settle()
+    assert clock["sleeps"] == [_host.WAIT_STEP_S] * 3
+    assert guard.waited_s == pytest.approx(3 * _host.WAIT_STEP_S)
+    assert guard.all_slow == 0 and guard.best_ns == 30.0
+    report = guard.report()
+    assert report.reference_ns == 31.0 and report.waited_s == pytest.approx(0.15)
+
+
+def test_the_wait_is_bounded_then_the_slowed_host_is_the_reference(cores, clock) -> None:
+    cores["speed"] = {15: 52.0, 13: 50.0}  # never recovers
+    guard = CoreGuard([15, 13], reference_ns=31.0, max_wait_s=0.12)
+    guard.settle()
+    assert sum(clock["sleeps"]) == pytest.approx(0.12)  # 0.05 + 0.05 + 0.02
+    assert guard.all_slow == 1 and guard.best_ns == 50.0 and cores["pinned"] == 13
+    cores["speed"] = {15: 80.0, 13: 75.0}  # slower still: the wait is spent, no more sleeps
+    guard.settle()
+    assert sum(clock["sleeps"]) == pytest.approx(0.12) and guard.all_slow == 2
+
+
+def test_without_a_reference_the_first_settle_never_waits(cores, clock) -> None:
+    cores["speed"] = {15: 52.0, 13: 50.0}
+    guard = CoreGuard([15, 13], max_wait_s=2.0)
+    guard.settle()
+    assert clock["sleeps"] == [] and guard.best_ns == 50.0 and guard.all_slow == 0
+
+
+def test_a_reference_must_be_a_positive_number() -> None:
+    with pytest.raises(ValueError, match="reference_ns must be a positive number"):
+        CoreGuard([1], reference_ns=0.0)
+
+
+def test_the_host_reference_is_the_median_of_recent_children_per_device() -> None:
+    ref = HostReference(keep=3)
+    assert ref.get("cuda:0") is None
+    for ns in (30.0, 31.0, 52.0):  # one child ran on a slowed host: the median ignores it
+        ref.note("cuda:0", ns)
+    ref.note("cuda:0", None)  # a record without a probe
+    ref.note("cuda:0", math.nan)
+    assert ref.get("cuda:0") == 31.0
+    assert ref.get("cuda:1") is None  # another GPU's worker keeps its own
+    for ns in (50.0, 51.0):  # the host stays slow: the reference follows it
+        ref.note("cuda:0", ns)
+    assert ref.get("cuda:0") == 51.0
+
+
+def test_an_evaluation_hands_the_reference_to_its_child_and_notes_its_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from passnet.evaluate import _evaluate
+    from passnet.evaluate._isolate import ChildOutcome
+
+    from ..conftest import MLP
+
+    sent = []
+
+    def fake_run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+        sent.append(args[0].host_reference_ns)
+        host = CoreGuard([5], reference_ns=args[0].host_reference_ns).report()
+        host.probe_ns = 30.0 + len(sent)
+        result = {"status": "ok", "host": dataclasses.asdict(host), "phases_s": {}}
+        return ChildOutcome(result, "done", 0, False, 0.01)
+
+    monkeypatch.setattr(_evaluate, "run_isolated", fake_run_isolated)
+    monkeypatch.setattr(_evaluate, "HOST_REFERENCE", HostReference())
+    first = _evaluate.evaluate_sample(MLP, "eager", device="cuda:0")
+    second = _evaluate.evaluate_sample(MLP, "eager", device="cuda:0")
+    assert sent == [None, 31.0]  # the first child has no reference, the second the first's probe
+    assert first.host.probe_ns == 31.0 and second.host.reference_ns == 31.0
+
+
+def test_a_single_slow_probe_is_a_blip_two_in_a_row_a_slowdown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    readings = iter([30.0, 30.0, 55.0, 31.0, 55.0, 56.0])
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, which: None, raising=False)
+    monkeypatch.setattr(CoreGuard, "probe", lambda self: next(readings))
+    guard = CoreGuard([7])
+    guard.settle()  # 30
+    assert guard.still_fast() is True  # 30
+    assert guard.still_fast() is True  # 55, then 31: a blip
+    assert guard.still_fast() is False  # 55, then 56: slowed down
+    assert (guard.checks, guard.slow_checks) == (3, 1)

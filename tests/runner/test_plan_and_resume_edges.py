@@ -95,10 +95,9 @@ def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_
     profiling = EvalSettings(profile_kernels=True, profile_calls=5).to_dict()
     assert _settings_differences(older, profiling) == ["profile_kernels False there, True now"]
     # other settings added since are still compared only where both records know them
-    # (core_guard has a value for records without it: see the next test)
-    assert (
-        _settings_differences({"trials": 100, "core_guard": True}, EvalSettings().to_dict()) == []
-    )
+    # (the core guard's settings have values for records without them: see the next test)
+    guarded = {"trials": 100, "core_guard": True, "host_wait_s": 2.0}
+    assert _settings_differences(guarded, EvalSettings().to_dict()) == []
 
 
 def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(
@@ -345,11 +344,16 @@ def test_profile_calls_is_compared_only_where_both_profiled() -> None:
 
 
 def test_core_guard_is_compared_only_for_cuda_evaluations() -> None:
-    older = {k: v for k, v in EvalSettings().to_dict().items() if k != "core_guard"}
+    new = ("core_guard", "host_wait_s")
+    older = {k: v for k, v in EvalSettings().to_dict().items() if k not in new}
     now = EvalSettings().to_dict()
-    # a CUDA record from before the guard was measured on one fixed core
-    assert _settings_differences(older, now, "cuda:0") == ["core_guard False there, True now"]
-    assert _settings_differences(older, EvalSettings(core_guard=False).to_dict(), "cuda") == []
+    # a CUDA record from before the guard was measured on one fixed core, without waiting
+    assert _settings_differences(older, now, "cuda:0") == [
+        "core_guard False there, True now",
+        "host_wait_s 0.0 there, 2.0 now",
+    ]
+    unguarded = EvalSettings(core_guard=False, host_wait_s=0.0).to_dict()
+    assert _settings_differences(older, unguarded, "cuda") == []
     # on the CPU neither the guard nor pinning does anything
     assert _settings_differences(older, now, "cpu") == []
     unpinned = EvalSettings(pin_cpu=False).to_dict()

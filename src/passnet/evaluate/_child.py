@@ -50,6 +50,8 @@ class ChildRequest:
     compiler_config: dict[str, Any]
     device: str
     settings: EvalSettings
+    host_reference_ns: float | None = None
+    """The host's full speed from earlier children (:class:`HostReference`), for the guard."""
 
 
 class _Stage:
@@ -302,7 +304,11 @@ def _evaluate(
         stage.enter("measure")
         guard = None
         if s.pin_cpu and s.core_guard and _timing_cores(device):
-            guard = CoreGuard(_timing_cores(device))
+            guard = CoreGuard(
+                _timing_cores(device),
+                reference_ns=req.host_reference_ns,
+                max_wait_s=s.host_wait_s,
+            )
         elif s.pin_cpu:
             _pin_to_one_core(device)
         mutating = _mutating(inputs1, module, compiled, device)

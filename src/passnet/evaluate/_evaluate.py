@@ -13,6 +13,7 @@ import torch
 
 from passnet.errors import SampleError
 from passnet.evaluate._child import ChildRequest, probe_device_child, run_child
+from passnet.evaluate._host import HostReference
 from passnet.evaluate._isolate import ChildOutcome, run_isolated
 from passnet.evaluate._record import (
     ErrorInfo,
@@ -27,6 +28,9 @@ from passnet.status import Status
 __all__ = ["evaluate_sample", "probe_device", "software_versions"]
 
 log = logging.getLogger(__name__)
+
+HOST_REFERENCE = HostReference()
+"""The host's full speed per device, from the guard reports of this process's evaluations."""
 
 _STAGE_STATUS = {
     "start": Status.RUNTIME_ERROR,
@@ -121,9 +125,18 @@ def evaluate_sample(
             finished_at=_now(),
             **base,
         )
-    request = ChildRequest(str(sample_path), compiler, compiler_config, device, settings)
+    request = ChildRequest(
+        str(sample_path),
+        compiler,
+        compiler_config,
+        device,
+        settings,
+        host_reference_ns=HOST_REFERENCE.get(device),
+    )
     outcome = run_isolated(run_child, (request,), settings.timeout_s)
     rec = _to_record(outcome, base, graph_hash)
+    if rec.host is not None:
+        HOST_REFERENCE.note(device, rec.host.probe_ns)
     rec.phases_s["total"] = time.perf_counter() - t0
     return rec
 

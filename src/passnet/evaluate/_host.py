@@ -19,16 +19,22 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
 from passnet.evaluate._record import HostReport
 
-__all__ = ["CoreGuard", "core_share", "siblings"]
+__all__ = ["CoreGuard", "HostReference", "core_share", "siblings"]
 
 PROBE_LOOPS = 2000
 """Iterations of the probe loop: about 60 µs on the lent H200 host's cores."""
+
+WAIT_STEP_S = 0.05
+"""How long a guard sleeps between probes while every core of its share is slowed down."""
 
 SLOW_FACTOR = 1.35
 """A core counts as slowed down above this many times the fastest probe. On the lent H200
@@ -87,23 +93,34 @@ class CoreGuard:
     core (best of ``repeats``), in nanoseconds per iteration. ``settle()`` probes every core
     of the share and stays on the fastest. ``ensure_fast()`` (before a round of timed calls)
     probes the current core and, if it is slower than ``slow_factor`` times the fastest
-    probe seen, settles again; ``still_fast()`` (after the round) says whether the round
+    probe seen twice in a row, settles again; ``still_fast()`` (after the round) says whether the round
     ended on a core at full speed. When even the fastest core is slower than that, the
     reference becomes its probe (counted in ``all_slow``). Setting the affinity applies to
     the calling thread only.
     """
 
     def __init__(
-        self, cores: Sequence[int], *, slow_factor: float = SLOW_FACTOR, repeats: int = 3
+        self,
+        cores: Sequence[int],
+        *,
+        slow_factor: float = SLOW_FACTOR,
+        repeats: int = 3,
+        reference_ns: float | None = None,
+        max_wait_s: float = 0.0,
     ) -> None:
         if not cores:
             raise ValueError("CoreGuard needs at least one core")
         if slow_factor <= 1.0:
             raise ValueError(f"slow_factor must be above 1, got {slow_factor!r}")
+        if reference_ns is not None and not (reference_ns > 0 and math.isfinite(reference_ns)):
+            raise ValueError(f"reference_ns must be a positive number, got {reference_ns!r}")
         self.cores = list(cores)
         self.slow_factor = slow_factor
         self.repeats = max(1, repeats)
-        self.best_ns = math.inf
+        self.reference_ns = reference_ns
+        self.max_wait_s = max(0.0, max_wait_s)
+        self.waited_s = 0.0
+        self.best_ns = reference_ns if reference_ns is not None else math.inf
         self.last_ns = math.inf
         self.core: int | None = None
         self.moves = 0
@@ -122,34 +139,53 @@ class CoreGuard:
         return best
 
     def _check(self) -> bool:
+        """Probe the current core; a slow probe counts only if a second one agrees (a core
+        slowed down for less than a probe's time does not move a round's median)."""
         self.checks += 1
-        self.last_ns = self.probe()
-        self.best_ns = min(self.best_ns, self.last_ns)
-        fast = self.last_ns <= self.slow_factor * self.best_ns
-        if not fast:
-            self.slow_checks += 1
-        return fast
+        for _ in range(2):
+            self.last_ns = self.probe()
+            self.best_ns = min(self.best_ns, self.last_ns)
+            if self.last_ns <= self.slow_factor * self.best_ns:
+                return True
+        self.slow_checks += 1
+        return False
 
     def settle(self) -> bool:
-        """Probe each core of the share, stay on the fastest; True if it moved."""
-        found: dict[int, float] = {}
-        for core in self.cores:
-            os.sched_setaffinity(0, {core})
-            found[core] = self.probe()
-        best = min(found, key=found.__getitem__)
-        os.sched_setaffinity(0, {best})
+        """Probe each core of the share, stay on the fastest; True if it moved.
+
+        If even the fastest is slowed down, the whole host is: wait for it (in steps of
+        :data:`WAIT_STEP_S`, within ``max_wait_s`` for the guard's whole life) and probe
+        again. Once the wait is spent, the fastest core's probe becomes the reference
+        (``all_slow`` counts these)."""
+        previous = self.core
         self._just_found_fast = False
-        moved = self.core is not None and best != self.core
-        self.moves += int(moved)
-        self.core = best
-        self.last_ns = found[best]
-        if self.last_ns > self.slow_factor * self.best_ns:
-            # every core is slower than the reference: the whole host slowed down, or the
-            # reference was a lucky probe; either way the fastest core now is the measure
-            self.all_slow += 1
-            self.best_ns = self.last_ns
+        while True:
+            found: dict[int, float] = {}
+            for core in self.cores:
+                os.sched_setaffinity(0, {core})
+                found[core] = self.probe()
+            best = min(found, key=found.__getitem__)
+            os.sched_setaffinity(0, {best})
+            self.core, self.last_ns = best, found[best]
+            if self.last_ns <= self.slow_factor * self.best_ns:
+                break
+            if not self._wait():
+                self.all_slow += 1
+                self.best_ns = self.last_ns
+                break
         self.best_ns = min(self.best_ns, self.last_ns)
+        moved = previous is not None and self.core != previous
+        self.moves += int(moved)
         return moved
+
+    def _wait(self) -> bool:
+        left = self.max_wait_s - self.waited_s
+        if left <= 0:
+            return False
+        step = min(WAIT_STEP_S, left)
+        time.sleep(step)
+        self.waited_s += step
+        return True
 
     def ensure_fast(self) -> bool:
         """Before a round: move to the fastest core if this one has slowed down; True if it moved."""
@@ -178,4 +214,32 @@ class CoreGuard:
             moves=self.moves,
             remeasured_rounds=self.remeasured_rounds,
             all_slow=self.all_slow,
+            reference_ns=self.reference_ns,
+            waited_s=round(self.waited_s, 3),
         )
+
+
+class HostReference:
+    """The host's full speed as earlier evaluation children saw it, per device.
+
+    Each child's guard reports its fastest probe (:attr:`HostReport.probe_ns`). A child
+    alone cannot tell a host slowed down as a whole, all of its cores at once, from a
+    slow host: the median of the last ``keep`` children's fastest probes can. Thread-safe
+    (the runner's workers share one).
+    """
+
+    def __init__(self, keep: int = 16) -> None:
+        self._seen: dict[str, deque[float]] = {}
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def note(self, device: str, probe_ns: float | None) -> None:
+        if probe_ns is None or not (probe_ns > 0 and math.isfinite(probe_ns)):
+            return
+        with self._lock:
+            self._seen.setdefault(device, deque(maxlen=self._keep)).append(probe_ns)
+
+    def get(self, device: str) -> float | None:
+        with self._lock:
+            seen = self._seen.get(device)
+            return statistics.median(seen) if seen else None

@@ -126,7 +126,12 @@ class HostReport:
     remeasured_rounds: int = 0
     """Rounds of timed calls measured again because the core slowed down during them."""
     all_slow: int = 0
-    """Times every core of the share was slowed down (the round was measured all the same)."""
+    """Times every core of the share was still slowed down after the wait (the reference then
+    became the fastest core's probe, and timing went on)."""
+    reference_ns: float | None = None
+    """The host's full speed from earlier children (median of their ``probe_ns``), if any."""
+    waited_s: float = 0.0
+    """Seconds spent waiting for a host whose every core was slowed down."""
 
 
 @dataclass

@@ -40,6 +40,10 @@ class EvalSettings:
     calls, move to the fastest core of the worker's share when it slows down, and measure
     a round again that ended on a slowed core (virtual machines' cores slow down for
     seconds at a time; see :mod:`passnet.evaluate._host`)."""
+    host_wait_s: float = 2.0
+    """With ``core_guard``: how long, at most, one evaluation waits while every core of its
+    share runs slower than earlier evaluations' cores did (a host slowed down as a whole),
+    before it times on the slowed host all the same."""
     pause_gc: bool = True
     """Collect, then switch off Python's cyclic garbage collector while timing (as ``timeit`` does)."""
     poison_allocator: bool = True
@@ -95,8 +99,15 @@ class EvalSettings:
             )
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1 (or None), got {self.num_threads!r}")
-        if self.max_retries < 0 or self.max_extra_s < 0 or self.min_warmup_s < 0:
-            raise ValueError("max_retries, max_extra_s and min_warmup_s must not be negative")
+        if (
+            self.max_retries < 0
+            or self.max_extra_s < 0
+            or self.min_warmup_s < 0
+            or self.host_wait_s < 0
+        ):
+            raise ValueError(
+                "max_retries, max_extra_s, min_warmup_s and host_wait_s must not be negative"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -76,6 +76,7 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 #: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile).
 _ABSENT_MEANS: dict[str, Any] = {
     "core_guard": False,
+    "host_wait_s": 0.0,
     "flush_l2": False,
     "replay_timing": False,
     "profile_kernels": False,
@@ -89,7 +90,7 @@ _ONLY_WITH: dict[str, str] = {"profile_calls": "profile_kernels"}
 
 #: Settings that change only how the CUDA timing thread runs (its CPU core): not compared
 #: for evaluations on the CPU, where they do nothing.
-_CUDA_TIMING_ONLY = frozenset({"pin_cpu", "core_guard"})
+_CUDA_TIMING_ONLY = frozenset({"pin_cpu", "core_guard", "host_wait_s"})
 
 
 def _settings_differences(
