@@ -308,3 +308,26 @@ def test_a_single_slow_probe_is_a_blip_two_in_a_row_a_slowdown(
     assert guard.still_fast() is True  # 55, then 31: a blip
     assert guard.still_fast() is False  # 55, then 56: slowed down
     assert (guard.checks, guard.slow_checks) == (3, 1)
+
+
+@pytest.mark.gpu
+def test_a_cuda_evaluation_reports_its_timing_core_and_the_next_gets_a_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from passnet.evaluate import EvalSettings, _evaluate, evaluate_sample
+
+    from ..conftest import MLP
+
+    monkeypatch.setattr(_evaluate, "HOST_REFERENCE", HostReference())
+    fast = EvalSettings(warmup=2, trials=20, max_extra_s=0.0)
+    first = evaluate_sample(MLP, "eager", device="cuda", settings=fast)
+    second = evaluate_sample(MLP, "eager", device="cuda", settings=fast)
+    assert first.status is Status.OK and first.host is not None
+    assert first.host.core in first.host.cores and first.host.checks > 0
+    assert first.host.probe_ns and 0 < first.host.probe_ns < 1000
+    assert first.host.reference_ns is None
+    assert second.host is not None and second.host.reference_ns == first.host.probe_ns
+    unguarded = evaluate_sample(
+        MLP, "eager", device="cuda", settings=dataclasses.replace(fast, core_guard=False)
+    )
+    assert unguarded.status is Status.OK and unguarded.host is None
