@@ -155,8 +155,8 @@ def child(graph: str, device: str, send: Any) -> None:
     from passnet.compilers import create_compiler
     from passnet.data import dev_samples_dir
     from passnet.evaluate import EvalSettings
-    from passnet.evaluate._child import _gc_paused, _pin_to_one_core
-    from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
+    from passnet.evaluate._child import _gc_paused, _measure, _pin_to_one_core
+    from passnet.evaluate._timing import cpu_timer, cuda_timer
     from passnet.sample import load_sample
 
     out: dict[str, Any] = {"graph": Path(graph).name}
@@ -177,19 +177,8 @@ def child(graph: str, device: str, send: Any) -> None:
     out["core_a"] = core_a
     s = EvalSettings()
     before = _snapshot()
-    with torch.no_grad(), _gc_paused(True):
-        timings = measure_interleaved(
-            {"compiled": (compiled, lambda: inputs), "eager": (module, lambda: inputs)},
-            timer=timer,
-            warmup=s.warmup,
-            trials=s.trials,
-            rounds=s.rounds,
-            unstable_threshold=s.unstable_threshold,
-            max_retries=s.max_retries,
-            min_warmup_s=s.min_warmup_s,
-            target_rel_se=s.target_rel_se,
-            max_extra_s=s.max_extra_s,
-        )
+    with _gc_paused(True):  # the harness's timing, on the one pinned core (no guard)
+        timings = _measure(compiled, module, inputs, device, s, mutating=False)
     out["timing_host"] = _delta(before, _snapshot(), core_a)
     out["eager_ms"] = timings["eager"].e2e.median_ms
     out["compiled_ms"] = timings["compiled"].e2e.median_ms
