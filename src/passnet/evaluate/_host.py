@@ -10,9 +10,11 @@ different factors, so its speedup moves by several per cent.
 
 :class:`CoreGuard` probes the core's speed with a short fixed Python loop (about 0.2 ms)
 before and after each round of timed calls. It keeps the fastest probe seen as the
-reference. A core slower than ``slow_factor`` times the reference is left for the
-fastest core of the worker's share, and a round that ended on a slowed core is
-measured again. Everything it did is reported in the record (:class:`HostReport`).
+reference. A core slower than ``slow_factor`` times the reference on two probes in a
+row is left for the fastest core of the worker's share, and a round that ended on a
+slowed core is measured again. A host slowed down as a whole (every core of the share
+slower than earlier children's cores, :class:`HostReference`) is waited for, within a
+bound. Everything it did is reported in the record (:class:`HostReport`).
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ WAIT_STEP_S = 0.05
 
 SLOW_FACTOR = 1.35
 """A core counts as slowed down above this many times the fastest probe. On the lent H200
-host the probe read 25-35 ns per iteration on a core at full speed and 49-65 ns on a
-slowed one; a factor of 1.15 took the probe's own spread for slow cores in 5-30 % of
-the checks (``benchmarks/results/child_host_state_h200/``)."""
+host the probe read 28-39 ns per iteration on a core at full speed and 49-65 ns on a
+slowed one (``benchmarks/results/child_host_state_h200/``); at 1.15 the probe's own
+spread counted as a slowdown in 5-30 % of the checks
+(``benchmarks/results/host_episodes_h200/ab_first_guard.txt``)."""
 
 
 def _spin(n: int) -> int:
