@@ -41,8 +41,8 @@ WAIT_STEP_S = 0.05
 SLOW_FACTOR = 1.35
 """A core counts as slowed down above this many times the fastest probe. On the lent H200
 host the probe read 28-39 ns per iteration on a core at full speed and 49-65 ns on a
-slowed one (``benchmarks/results/child_host_state_h200/``); at 1.15 the probe's own
-spread counted as a slowdown in 5-30 % of the checks
+slowed one (``benchmarks/results/child_host_state_h200/``); at 1.15 a single probe
+counted as a slowdown in 7-35 % of the checks of most evaluations (78 % in one)
 (``benchmarks/results/host_episodes_h200/ab_first_guard.txt``)."""
 
 
