@@ -303,14 +303,11 @@ def _evaluate(
     if s.time_graphs:
         stage.enter("measure")
         guard = None
-        if s.pin_cpu and s.core_guard and _timing_cores(device):
-            guard = CoreGuard(
-                _timing_cores(device),
-                reference_ns=req.host_reference_ns,
-                max_wait_s=s.host_wait_s,
-            )
-        elif s.pin_cpu:
-            _pin_to_one_core(device)
+        share = _timing_cores(device) if s.pin_cpu else []
+        if share and s.core_guard:
+            guard = CoreGuard(share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s)
+        elif share:
+            os.sched_setaffinity(0, {share[0]})  # one fixed core, as _pin_to_one_core
         mutating = _mutating(inputs1, module, compiled, device)
         with _gc_paused(s.pause_gc):
             timings = _measure(compiled, module, inputs1, device, s, mutating, guard)
