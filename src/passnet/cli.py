@@ -178,17 +178,24 @@ def _print_summary(records: list[Any], console: Console) -> None:
     for col in (*columns, "max diff", "note"):
         table.add_column(col)
     for r in records:
-        note = r.error.message[:60] if r.error else ("unstable timing" if _unstable(r) else "")
-        if not note and replay and r.compiled and r.compiled.replay_error:
-            note = r.compiled.replay_error[:60]
-        if not note and kernels and r.compiled and r.compiled.kernels_error:
-            note = r.compiled.kernels_error[:60]
         cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
         cells += [_x(r.speedup_replay)] if replay else []
         cells += [_x(r.speedup_kernels)] if kernels else []
-        cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-", note]
-        table.add_row(*cells)
+        cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
+        table.add_row(*cells, _note(r, replay, kernels))
     console.print(table)
+
+
+def _note(r: Any, replay: bool, kernels: bool) -> str:
+    """The error, or else every timing remark that applies (unstable, no replay, no profile)."""
+    if r.error:
+        return r.error.message[:60]
+    notes = ["unstable timing"] if _unstable(r) else []
+    if replay and r.compiled and r.compiled.replay_error:
+        notes.append(r.compiled.replay_error[:60])
+    if kernels and r.compiled and r.compiled.kernels_error:
+        notes.append(r.compiled.kernels_error[:60])
+    return "; ".join(notes)
 
 
 def _x(speedup: float | None) -> str:
