@@ -234,6 +234,15 @@ def test_a_host_slowed_down_as_a_whole_is_waited_for(cores, clock) -> None:
     assert report.reference_ns == 31.0 and report.waited_s == pytest.approx(0.15)
 
 
+def test_the_report_gives_the_childs_own_fastest_probe_not_the_reference(cores) -> None:
+    cores["speed"] = {15: 34.0, 13: 35.0}  # within 1.35x of the reference: no wait
+    guard = CoreGuard([15, 13], reference_ns=31.0, max_wait_s=2.0)
+    guard.settle()
+    assert guard.best_ns == 31.0  # the yardstick stays the reference
+    assert guard.still_fast() and guard.report().probe_ns == 34.0
+    assert guard.report().reference_ns == 31.0
+
+
 def test_the_wait_is_bounded_then_the_slowed_host_is_the_reference(cores, clock) -> None:
     cores["speed"] = {15: 52.0, 13: 50.0}  # never recovers
     guard = CoreGuard([15, 13], reference_ns=31.0, max_wait_s=0.12)

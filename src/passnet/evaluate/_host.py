@@ -95,11 +95,12 @@ class CoreGuard:
     ``probe()`` times :data:`PROBE_LOOPS` iterations of a fixed Python loop on the current
     core (best of ``repeats``), in nanoseconds per iteration. ``settle()`` probes every core
     of the share and stays on the fastest. ``ensure_fast()`` (before a round of timed calls)
-    probes the current core and, if it is slower than ``slow_factor`` times the fastest
-    probe seen twice in a row, settles again; ``still_fast()`` (after the round) says whether the round
-    ended on a core at full speed. When even the fastest core is slower than that, the
-    reference becomes its probe (counted in ``all_slow``). Setting the affinity applies to
-    the calling thread only.
+    probes the current core and settles again if two probes in a row exceed ``slow_factor``
+    times the yardstick: the fastest probe seen, or ``reference_ns`` from earlier children
+    if that is faster. ``still_fast()`` (after the round) says whether the round ended on a
+    core at full speed. When even the fastest core is slower than that, the yardstick
+    becomes its probe (counted in ``all_slow``). ``fastest_ns`` is this guard's own fastest
+    probe, whatever the reference. Setting the affinity applies to the calling thread only.
     """
 
     def __init__(
@@ -124,6 +125,10 @@ class CoreGuard:
         self.max_wait_s = max(0.0, max_wait_s)
         self.waited_s = 0.0
         self.best_ns = reference_ns if reference_ns is not None else math.inf
+        """The yardstick a probe is compared with."""
+        self.fastest_ns = math.inf
+        """This guard's own fastest probe (what it reports, and what later children's
+        reference is made of)."""
         self.last_ns = math.inf
         self.core: int | None = None
         self.moves = 0
@@ -146,8 +151,7 @@ class CoreGuard:
         slowed down for less than a probe's time does not move a round's median)."""
         self.checks += 1
         for _ in range(2):
-            self.last_ns = self.probe()
-            self.best_ns = min(self.best_ns, self.last_ns)
+            self._saw(self.probe())
             if self.last_ns <= self.slow_factor * self.best_ns:
                 return True
         self.slow_checks += 1
@@ -169,17 +173,22 @@ class CoreGuard:
                 found[core] = self.probe()
             best = min(found, key=found.__getitem__)
             os.sched_setaffinity(0, {best})
-            self.core, self.last_ns = best, found[best]
+            self.core = best
+            self._saw(found[best])
             if self.last_ns <= self.slow_factor * self.best_ns:
                 break
             if not self._wait():
                 self.all_slow += 1
                 self.best_ns = self.last_ns
                 break
-        self.best_ns = min(self.best_ns, self.last_ns)
         moved = previous is not None and self.core != previous
         self.moves += int(moved)
         return moved
+
+    def _saw(self, ns: float) -> None:
+        self.last_ns = ns
+        self.fastest_ns = min(self.fastest_ns, ns)
+        self.best_ns = min(self.best_ns, ns)
 
     def _wait(self) -> bool:
         left = self.max_wait_s - self.waited_s
@@ -210,7 +219,7 @@ class CoreGuard:
         return HostReport(
             cores=list(self.cores),
             core=self.core if self.core is not None else -1,
-            probe_ns=round(self.best_ns, 3) if math.isfinite(self.best_ns) else None,
+            probe_ns=round(self.fastest_ns, 3) if math.isfinite(self.fastest_ns) else None,
             slow_factor=self.slow_factor,
             checks=self.checks,
             slow_checks=self.slow_checks,

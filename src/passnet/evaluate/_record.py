@@ -114,7 +114,8 @@ class HostReport:
     core: int
     """The core it ended on."""
     probe_ns: float | None
-    """Fastest probe seen: nanoseconds per iteration of the guard's fixed Python loop."""
+    """This child's own fastest probe: nanoseconds per iteration of the guard's fixed Python
+    loop (never the reference handed down, even where that was faster)."""
     slow_factor: float
     """A core whose probe exceeded ``slow_factor`` × ``probe_ns`` counted as slowed down."""
     checks: int = 0
