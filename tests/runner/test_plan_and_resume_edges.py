@@ -87,17 +87,21 @@ def test_cuda_only_settings_off_cuda_are_refused_before_anything_runs(
 def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_them() -> None:
     new = ("flush_l2", "replay_timing", "profile_kernels", "profile_calls")
     older = {k: v for k, v in EvalSettings().to_dict().items() if k not in new}
-    assert _settings_differences(older, EvalSettings().to_dict()) == []
+    assert _settings_differences(older, EvalSettings().to_dict(), "cuda") == []
     flushing = EvalSettings(flush_l2=True).to_dict()
-    assert _settings_differences(older, flushing) == ["flush_l2 False there, True now"]
+    assert _settings_differences(older, flushing, "cuda") == ["flush_l2 False there, True now"]
     replaying = EvalSettings(replay_timing=True).to_dict()
-    assert _settings_differences(older, replaying) == ["replay_timing False there, True now"]
+    assert _settings_differences(older, replaying, "cuda") == [
+        "replay_timing False there, True now"
+    ]
     profiling = EvalSettings(profile_kernels=True, profile_calls=5).to_dict()
-    assert _settings_differences(older, profiling) == ["profile_kernels False there, True now"]
+    assert _settings_differences(older, profiling, "cuda") == [
+        "profile_kernels False there, True now"
+    ]
     # other settings added since are still compared only where both records know them
     # (the core guard's settings have values for records without them: see the next test)
     guarded = {"trials": 100, "core_guard": True, "host_wait_s": 2.0}
-    assert _settings_differences(guarded, EvalSettings().to_dict()) == []
+    assert _settings_differences(guarded, EvalSettings().to_dict(), "cuda") == []
 
 
 def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(
@@ -333,13 +337,16 @@ def test_profile_calls_is_compared_only_where_both_profiled() -> None:
     def settings(**kw: Any) -> dict[str, Any]:
         return EvalSettings(**kw).to_dict()
 
-    assert _settings_differences(settings(profile_calls=5), settings(profile_calls=50)) == []
+    assert (
+        _settings_differences(settings(profile_calls=5), settings(profile_calls=50), "cuda") == []
+    )
     assert _settings_differences(
         settings(profile_kernels=True, profile_calls=5),
         settings(profile_kernels=True, profile_calls=50),
+        "cuda",
     ) == ["profile_calls 5 there, 50 now"]
     assert _settings_differences(
-        settings(profile_kernels=True, profile_calls=5), settings(profile_calls=50)
+        settings(profile_kernels=True, profile_calls=5), settings(profile_calls=50), "cuda"
     ) == ["profile_kernels True there, False now"]
 
 

@@ -93,9 +93,7 @@ _ONLY_WITH: dict[str, str] = {"profile_calls": "profile_kernels"}
 _CUDA_TIMING_ONLY = frozenset({"pin_cpu", "core_guard", "host_wait_s"})
 
 
-def _settings_differences(
-    found: dict[str, Any], wanted: dict[str, Any], device: str = "cuda"
-) -> list[str]:
+def _settings_differences(found: dict[str, Any], wanted: dict[str, Any], device: str) -> list[str]:
     """Settings a stored record was evaluated with that differ from the ones asked for now.
 
     Only keys both know are compared, so records of an older passnet (without a
