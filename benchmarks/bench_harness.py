@@ -227,6 +227,27 @@ def _median_abs(xs: list[float | None]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _median(xs: list[float | None]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _gpu_summary(gpus: list) -> dict:
+    """What the GPU's clocks did over a phase (records' ``gpu``; absent without NVML)."""
+    if not gpus:
+        return {}
+    return {
+        "gpu_graphs": len(gpus),
+        "gpu_sm_mhz_median": _median([g.sm_mhz_median for g in gpus]),
+        "gpu_sm_mhz_min": min(g.sm_mhz_min for g in gpus),
+        "gpu_sm_mhz_limit": _median([g.sm_mhz_limit for g in gpus]),
+        "gpu_graphs_below_limit": sum(bool(g.below_limit_samples) for g in gpus),
+        "gpu_power_w_median": _median([g.power_w_median for g in gpus]),
+        "gpu_temperature_c_max": max((g.temperature_c_max or 0) for g in gpus),
+        "gpu_reasons": sorted({r for g in gpus for r in g.reasons}),
+    }
+
+
 def _guard_summary(work: Path, r1: dict, r2: dict) -> dict:
     """Per timed phase: measuring time, dispersion, re-measurements and what the core guard
     did; and, with an ``unguarded`` phase, how far its speedups are from ``run2``'s."""
@@ -250,6 +271,8 @@ def _guard_summary(work: Path, r1: dict, r2: dict) -> dict:
             "guard_probe_ns_median": statistics.median(h.probe_ns for h in hosts if h.probe_ns)
             if hosts
             else None,
+            "guard_round_probe_ns_median": _median([h.probe_median_ns for h in hosts]),
+            **_gpu_summary([r.gpu for r in timed if r.gpu]),
         }
     other = phases["unguarded"]
     d = [

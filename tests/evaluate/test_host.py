@@ -340,3 +340,15 @@ def test_a_cuda_evaluation_reports_its_timing_core_and_the_next_gets_a_reference
         MLP, "eager", device="cuda", settings=dataclasses.replace(fast, core_guard=False)
     )
     assert unguarded.status is Status.OK and unguarded.host is None
+
+
+def test_the_report_gives_the_median_of_the_round_probes(cores: dict[str, Any]) -> None:
+    cores["speed"] = {15: 30.0}
+    guard = CoreGuard([15])
+    guard.settle()  # the settle's probe is not a round's
+    for ns in (32.0, 34.0, 31.0):
+        cores["speed"][15] = ns
+        guard.still_fast()
+    assert guard.report().probe_median_ns == 32.0
+    assert guard.report().probe_ns == 30.0  # the fastest stays the settle's
+    assert CoreGuard([15]).report().probe_median_ns is None

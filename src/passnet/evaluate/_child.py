@@ -23,6 +23,7 @@ import torch
 
 from passnet.errors import DeviceUnavailable, PassnetError
 from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
+from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
@@ -308,11 +309,15 @@ def _evaluate(
             guard = CoreGuard(share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s)
         elif share:
             os.sched_setaffinity(0, {share[0]})  # one fixed core, as _pin_to_one_core
+        clocks = open_clock_monitor(device)
         mutating = _mutating(inputs1, module, compiled, device)
         with _gc_paused(s.pause_gc):
-            timings = _measure(compiled, module, inputs1, device, s, mutating, guard)
+            timings = _measure(compiled, module, inputs1, device, s, mutating, guard, clocks)
         if guard is not None:
             result["host"] = dataclasses.asdict(guard.report())
+        gpu = clocks.report() if clocks is not None else None
+        if gpu is not None:
+            result["gpu"] = dataclasses.asdict(gpu)
 
     stage.enter("compiled_recheck")
     with compiler.checked_call():
@@ -490,6 +495,7 @@ def _measure(
     s: EvalSettings,
     mutating: bool,
     guard: CoreGuard | None = None,
+    clocks: ClockMonitor | None = None,
 ) -> dict[str, Any]:
     timer = cuda_timer if device.startswith("cuda") else cpu_timer
     if s.flush_l2 and device.startswith("cuda"):
@@ -509,6 +515,7 @@ def _measure(
             target_rel_se=s.target_rel_se,
             max_extra_s=s.max_extra_s,
             guard=guard,
+            clocks=clocks,
         )
 
 

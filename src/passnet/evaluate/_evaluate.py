@@ -164,6 +164,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "compiled": timing.get("compiled"),
         "pass_report": res.get("pass_report"),
         "host": res.get("host"),
+        "gpu": res.get("gpu"),
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

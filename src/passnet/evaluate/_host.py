@@ -137,6 +137,7 @@ class CoreGuard:
         self.remeasured_rounds = 0
         self.all_slow = 0
         self._just_found_fast = False
+        self._check_probes: list[float] = []
 
     def probe(self) -> float:
         best = math.inf
@@ -150,8 +151,10 @@ class CoreGuard:
         """Probe the current core; a slow probe counts only if a second one agrees (a core
         slowed down for less than a probe's time does not move a round's median)."""
         self.checks += 1
-        for _ in range(2):
+        for attempt in range(2):
             self._saw(self.probe())
+            if attempt == 0:
+                self._check_probes.append(self.last_ns)
             if self.last_ns <= self.slow_factor * self.best_ns:
                 return True
         self.slow_checks += 1
@@ -228,6 +231,9 @@ class CoreGuard:
             all_slow=self.all_slow,
             reference_ns=self.reference_ns,
             waited_s=round(self.waited_s, 3),
+            probe_median_ns=(
+                round(statistics.median(self._check_probes), 3) if self._check_probes else None
+            ),
         )
 
 

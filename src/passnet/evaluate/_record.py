@@ -24,6 +24,7 @@ __all__ = [
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
+    "GpuReport",
     "HostReport",
     "KernelProfile",
     "KernelShare",
@@ -133,6 +134,31 @@ class HostReport:
     """The host's full speed from earlier children (median of their ``probe_ns``), if any."""
     waited_s: float = 0.0
     """Seconds spent waiting for a host whose every core was slowed down."""
+    probe_median_ns: float | None = None
+    """Median of the current core's probes before and after each round: the host's speed
+    while timing, where ``probe_ns`` is its best."""
+
+
+@dataclass
+class GpuReport:
+    """The GPU's clocks while a graph was timed (CUDA, where NVML answers): read between the
+    rounds of timed calls, never changed (:mod:`passnet.evaluate._gpu_clock`)."""
+
+    samples: int
+    """Readings taken (after warm-up and after each round)."""
+    sm_mhz_median: float
+    sm_mhz_min: int
+    sm_mhz_max: int
+    sm_mhz_limit: int | None = None
+    """The device's maximum SM clock."""
+    mem_mhz_median: float | None = None
+    temperature_c_max: int | None = None
+    power_w_median: float | None = None
+    reasons: list[str] = field(default_factory=list)
+    """Why the clocks were below their maximum, in any reading (NVML's clock event reasons,
+    e.g. ``sw_power_cap``, ``hw_thermal_slowdown``)."""
+    below_limit_samples: int | None = None
+    """Readings with the SM clock below ``sm_mhz_limit``."""
 
 
 @dataclass
@@ -219,6 +245,8 @@ class EvalRecord:
     roofline: dict[str, float] | None = None
     host: HostReport | None = None
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
+    gpu: GpuReport | None = None
+    """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
     phases_s: dict[str, float] = field(default_factory=dict)
     """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
     settings: dict[str, Any] = field(default_factory=dict)

@@ -19,6 +19,7 @@ import torch
 from passnet.evaluate._record import KernelProfile, KernelShare, Timing, TimingStats
 
 if TYPE_CHECKING:
+    from passnet.evaluate._gpu_clock import ClockMonitor
     from passnet.evaluate._host import CoreGuard
 
 __all__ = [
@@ -198,6 +199,7 @@ def _run_series(
     trials: int,
     rounds: int,
     guard: CoreGuard | None = None,
+    clocks: ClockMonitor | None = None,
 ) -> dict[str, tuple[list[float], list[float]]]:
     names = list(fns)
     out: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}
@@ -217,6 +219,8 @@ def _run_series(
                     e2e.append(a)
                     if b is not None:
                         dev.append(b)
+            if clocks is not None:
+                clocks.sample()
             if guard is None or attempt == _ROUND_ATTEMPTS - 1 or guard.still_fast():
                 break
             guard.remeasured_rounds += 1  # the core slowed down during the round
@@ -276,6 +280,7 @@ def measure_interleaved(
     target_rel_se: float = 0.0,
     max_extra_s: float = 0.0,
     guard: CoreGuard | None = None,
+    clocks: ClockMonitor | None = None,
 ) -> dict[str, Timing]:
     """Warm up each callable, then time them in alternating blocks.
 
@@ -293,17 +298,21 @@ def measure_interleaved(
     With a ``guard`` (:class:`~passnet.evaluate._host.CoreGuard`) the calling thread is
     first settled on the fastest core of its share; each round then starts on a core at
     full speed and is measured again (up to twice) if the core slowed down during it.
+    ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
+    after warm-up and after each round, outside the timed calls.
     """
     if guard is not None:
         guard.settle()
     _warm_up(fns, timer, warmup, min_warmup_s)
+    if clocks is not None:
+        clocks.sample()
     retries = 0
     while True:
-        series = _run_series(fns, timer, trials, rounds, guard)
+        series = _run_series(fns, timer, trials, rounds, guard, clocks)
         # Adaptive repetition: more alternating series until the speedup is precise.
         extra_deadline = time.perf_counter() + max_extra_s
         while _speedup_rel_se(series) > target_rel_se and time.perf_counter() < extra_deadline:
-            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard).items():
+            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard, clocks).items():
                 series[name][0].extend(e2e)
                 series[name][1].extend(dev)
         timings = {
