@@ -355,12 +355,14 @@ def test_core_guard_is_compared_only_for_cuda_evaluations() -> None:
     older = {k: v for k, v in EvalSettings().to_dict().items() if k not in new}
     now = EvalSettings().to_dict()
     # a CUDA record from before the guard was measured on one fixed core, without waiting
-    assert _settings_differences(older, now, "cuda:0") == [
-        "core_guard False there, True now",
-        "host_wait_s 0.0 there, 2.0 now",
-    ]
+    assert _settings_differences(older, now, "cuda:0") == ["core_guard False there, True now"]
     unguarded = EvalSettings(core_guard=False, host_wait_s=0.0).to_dict()
     assert _settings_differences(older, unguarded, "cuda") == []
+    # the wait belongs to the guard: without it at both ends, its value does not matter
+    assert _settings_differences(unguarded, EvalSettings(core_guard=False).to_dict(), "cuda") == []
+    assert _settings_differences(EvalSettings(host_wait_s=0.5).to_dict(), now, "cuda") == [
+        "host_wait_s 0.5 there, 2.0 now"
+    ]
     # on the CPU neither the guard nor pinning does anything
     assert _settings_differences(older, now, "cpu") == []
     unpinned = EvalSettings(pin_cpu=False).to_dict()
