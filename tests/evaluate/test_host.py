@@ -290,7 +290,9 @@ def test_an_evaluation_hands_the_reference_to_its_child_and_notes_its_probe(
 
     sent = []
 
-    def fake_run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+    def fake_run_isolated(
+        target: Any, args: tuple[Any, ...], timeout_s: float, **kw: Any
+    ) -> ChildOutcome:
         sent.append(args[0].host_reference_ns)
         host = CoreGuard([5], reference_ns=args[0].host_reference_ns).report()
         host.probe_ns = 30.0 + len(sent)

@@ -1,7 +1,9 @@
-"""The forkserver that evaluation children fork from has already imported the heavy modules."""
+"""The forkserver that evaluation children fork from: it has already imported the heavy
+modules, and it lays its children out alike in every run (``fixed_layout``)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -103,3 +105,50 @@ def test_a_provisional_result_stands_when_the_child_ends_before_its_final_one(
     assert outcome.from_provisional is from_provisional
     assert outcome.last_stage == "replay"
     assert outcome.timed_out is (end == "hang")
+
+
+def _layout(send: Any) -> None:
+    import torch
+
+    from passnet.evaluate._isolate import layout_fixed
+
+    # torch was imported by the forkserver: its address is where that server put it
+    send(("result", {"fixed": layout_fixed(), "torch_at": id(torch)}))
+
+
+def _kernel_allows_fixed_layouts() -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    old = libc.personality(0xFFFFFFFF)
+    if old == -1 or libc.personality(old | 0x0040000) == -1:
+        return False
+    libc.personality(old)
+    return Path("/proc/sys/kernel/randomize_va_space").read_text().strip() != "0"
+
+
+def test_fixed_layout_children_are_laid_out_alike_across_forkserver_starts() -> None:
+    """What makes two runs of one command comparable: each run starts its own forkserver,
+    and with ``fixed_layout`` their children find their memory at the same addresses."""
+    if not _kernel_allows_fixed_layouts():
+        pytest.skip("this kernel randomizes every layout or refuses ADDR_NO_RANDOMIZE")
+    seen = []
+    for fixed in (True, False, True):  # each change restarts the forkserver (no child runs)
+        outcome = run_isolated(_layout, (), timeout_s=120, fixed_layout=fixed)
+        assert outcome.result is not None, outcome
+        assert outcome.result["fixed"] is fixed
+        seen.append(outcome.result["torch_at"])
+    assert seen[0] == seen[2]  # two server starts, the same layout
+    assert seen[1] != seen[0]  # a randomized start lands elsewhere
+    # no preference: the running server's layout, whatever it is
+    again = run_isolated(_layout, (), timeout_s=120)
+    assert again.result is not None and again.result["fixed"] is True
+
+
+def test_the_record_says_whether_the_childs_layout_was_fixed() -> None:
+    from passnet.evaluate import EvalSettings, evaluate_sample
+
+    from ..conftest import MLP
+
+    fast = EvalSettings(warmup=1, trials=5, max_extra_s=0.0)
+    rec = evaluate_sample(MLP, "eager", settings=fast)
+    assert rec.settings["fixed_layout"] is True
+    assert rec.layout_fixed is _kernel_allows_fixed_layouts()

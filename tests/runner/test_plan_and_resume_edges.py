@@ -100,8 +100,18 @@ def test_a_record_from_before_the_cuda_only_settings_counts_as_measured_without_
     ]
     # other settings added since are still compared only where both records know them
     # (the core guard's settings have values for records without them: see the next test)
-    guarded = {"trials": 100, "core_guard": True, "host_wait_s": 2.0}
+    guarded = {"trials": 100, "core_guard": True, "host_wait_s": 2.0, "fixed_layout": True}
     assert _settings_differences(guarded, EvalSettings().to_dict(), "cuda") == []
+
+
+def test_a_record_from_before_fixed_layouts_was_measured_with_random_ones() -> None:
+    older = {k: v for k, v in EvalSettings().to_dict().items() if k != "fixed_layout"}
+    for device in ("cpu", "cuda"):  # the layout matters to CPU timing as much
+        assert _settings_differences(older, EvalSettings().to_dict(), device) == [
+            "fixed_layout False there, True now"
+        ]
+        random = EvalSettings(fixed_layout=False).to_dict()
+        assert _settings_differences(older, random, device) == []
 
 
 def test_a_sample_that_does_not_load_is_resumed_and_superseded_once_fixed(

@@ -25,6 +25,7 @@ from passnet.errors import DeviceUnavailable, PassnetError
 from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
+from passnet.evaluate._isolate import layout_fixed
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -185,7 +186,11 @@ def _error(exc: BaseException, stage: str) -> dict[str, Any]:
 def run_child(request: ChildRequest, send: Send) -> None:
     """Evaluate and send ``("result", dict)``; exceptions become statuses, never escape."""
     stage = _Stage(send)
-    result: dict[str, Any] = {"integrity": [], "pass_report": None}
+    result: dict[str, Any] = {
+        "integrity": [],
+        "pass_report": None,
+        "layout_fixed": layout_fixed(),
+    }
     loaded: dict[str, Any] = {}
     try:
         _evaluate(request, stage, result, loaded)

@@ -133,7 +133,9 @@ def evaluate_sample(
         settings,
         host_reference_ns=HOST_REFERENCE.get(device),
     )
-    outcome = run_isolated(run_child, (request,), settings.timeout_s)
+    outcome = run_isolated(
+        run_child, (request,), settings.timeout_s, fixed_layout=settings.fixed_layout
+    )
     rec = _to_record(outcome, base, graph_hash)
     if rec.host is not None:
         HOST_REFERENCE.note(device, rec.host.probe_ns)
@@ -165,6 +167,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "pass_report": res.get("pass_report"),
         "host": res.get("host"),
         "gpu": res.get("gpu"),
+        "layout_fixed": res.get("layout_fixed"),
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

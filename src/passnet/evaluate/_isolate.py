@@ -6,11 +6,21 @@ imports less, while each evaluation still gets a
 fresh process: a segfault, an abort, a CUDA error, an OOM kill or a hang ends
 the child, never the harness. The forkserver itself never touches CUDA, so the
 children may initialize it.
+
+The forkserver is started with address-space layout randomization off (``fixed_layout``,
+the default; Linux's ``ADDR_NO_RANDOMIZE`` personality, as ``setarch -R`` sets it), so
+its children, forked from it, lay out their memory alike in every run of the same
+command. With randomized layouts, graphs whose calls take tens of microseconds timed one
+side a few per cent faster or slower from one run to the next (H200 measurements in
+``benchmarks/results/harness_h200_clocks/``). Candidate code runs in the children
+anyway, so randomization protects nothing there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
@@ -19,10 +29,13 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChildOutcome", "run_isolated"]
+__all__ = ["ChildOutcome", "layout_fixed", "run_isolated"]
+
+log = logging.getLogger(__name__)
 
 _PRELOAD = [
     "torch",
@@ -45,15 +58,72 @@ _START_BUDGET_S = 300.0
 """How long a child may take to report its start (forkserver start included)."""
 _ctx_lock = threading.Lock()
 _ctx: Any = None
+_server_layout: bool | None = None
+"""Whether the running forkserver was started with ``fixed_layout`` (None: not started)."""
+_live_children = 0
+
+_ADDR_NO_RANDOMIZE = 0x0040000
+_PERSONALITY_QUERY = 0xFFFFFFFF
 
 
-def _context() -> Any:
-    global _ctx
+def layout_fixed() -> bool | None:
+    """Whether this process runs without address-space randomization (None off Linux)."""
+    try:
+        with open("/proc/self/personality") as f:
+            return bool(int(f.read().strip(), 16) & _ADDR_NO_RANDOMIZE)
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _no_randomization_for_exec() -> Iterator[bool]:
+    """Programs this process starts meanwhile run without address-space randomization
+    (the personality flag is inherited and takes effect at exec); True if it could be set."""
+    libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    old = libc.personality(_PERSONALITY_QUERY) if libc is not None else -1
+    if old == -1 or libc.personality(old | _ADDR_NO_RANDOMIZE) == -1:
+        log.warning("cannot switch address-space randomization off: child layouts will vary")
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        libc.personality(old)
+
+
+def _acquire(fixed_layout: bool | None) -> Any:
+    """The forkserver context for one more child, its server started with the layout asked
+    for (None: any), the child counted as live (:func:`run_isolated` uncounts it).
+
+    A running server with the other layout is restarted while no child runs; otherwise
+    the child runs with the server's layout (the record says which) and a warning says so.
+    """
+    global _ctx, _server_layout, _live_children
     with _ctx_lock:
+        _live_children += 1
         if _ctx is None:
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(_PRELOAD)
-            _ctx = ctx
+            _ctx = multiprocessing.get_context("forkserver")
+            _ctx.set_forkserver_preload(_PRELOAD)
+        want = fixed_layout if fixed_layout is not None else (_server_layout is not False)
+        if _server_layout is not None and _server_layout != want:
+            server = multiprocessing.forkserver._forkserver
+            stop = getattr(server, "_stop", None)
+            if fixed_layout is None or _live_children > 1 or stop is None:
+                if fixed_layout is not None:
+                    log.warning(
+                        "the forkserver runs with fixed_layout=%s; this child gets that too",
+                        _server_layout,
+                    )
+                return _ctx
+            stop()
+            _server_layout = None
+        if _server_layout is None or _server_layout != want:
+            if want:
+                with _no_randomization_for_exec():
+                    multiprocessing.forkserver.ensure_running()
+            else:
+                multiprocessing.forkserver.ensure_running()
+            _server_layout = want  # what was asked: a refused flag is logged, not retried
         return _ctx
 
 
@@ -128,12 +198,25 @@ def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
         conn.close()
 
 
-def run_isolated(target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+def run_isolated(
+    target: Any, args: tuple[Any, ...], timeout_s: float, *, fixed_layout: bool | None = None
+) -> ChildOutcome:
     """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``.
 
     ``send(("provisional", dict))`` is a result to keep if the child dies or runs out of
-    time before its final one (:attr:`ChildOutcome.from_provisional`)."""
-    ctx = _context()
+    time before its final one (:attr:`ChildOutcome.from_provisional`). ``fixed_layout``:
+    the child's address-space layout is the same in every run (True), randomized (False),
+    or whatever the running forkserver gives (None; fixed when it is first started)."""
+    global _live_children
+    ctx = _acquire(fixed_layout)
+    try:
+        return _run(ctx, target, args, timeout_s)
+    finally:
+        with _ctx_lock:
+            _live_children -= 1
+
+
+def _run(ctx: Any, target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
     proc = ctx.Process(target=_entry, args=(child_conn, target, args), daemon=True)

@@ -247,6 +247,9 @@ class EvalRecord:
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     gpu: GpuReport | None = None
     """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    layout_fixed: bool | None = None
+    """The child ran without address-space randomization (``fixed_layout``); None where
+    unknown (a child that never started, records of older versions, not Linux)."""
     phases_s: dict[str, float] = field(default_factory=dict)
     """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
     settings: dict[str, Any] = field(default_factory=dict)

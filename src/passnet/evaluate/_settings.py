@@ -44,6 +44,12 @@ class EvalSettings:
     """With ``core_guard``: how long, at most, one evaluation waits while every core of its
     share runs slower than earlier evaluations' cores did (a host slowed down as a whole),
     before it times on the slowed host all the same."""
+    fixed_layout: bool = True
+    """Run evaluation children without address-space layout randomization, so that every
+    run of the same command lays them out alike (their forkserver is started with Linux's
+    ``ADDR_NO_RANDOMIZE``; where the kernel refuses, layouts stay random and the record's
+    ``layout_fixed`` says so). Randomized layouts moved sub-0.1 ms graphs' speedups by
+    several per cent between runs (:mod:`passnet.evaluate._isolate`)."""
     pause_gc: bool = True
     """Collect, then switch off Python's cyclic garbage collector while timing (as ``timeit`` does)."""
     poison_allocator: bool = True

@@ -73,8 +73,10 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 
 
 #: Settings added since records were first written, with the value a record without the
-#: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile).
+#: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile,
+#: no core guard, and randomized child layouts).
 _ABSENT_MEANS: dict[str, Any] = {
+    "fixed_layout": False,
     "core_guard": False,
     "host_wait_s": 0.0,
     "flush_l2": False,
@@ -87,8 +89,6 @@ _ABSENT_MEANS: dict[str, Any] = {
 #: Settings that only mean something while another one is on: compared only where that
 #: one is on in both the record and the request.
 _ONLY_WITH: dict[str, str] = {"profile_calls": "profile_kernels", "host_wait_s": "core_guard"}
-"""Settings that do something only with another one on: compared only where it is on at both
-ends (the profile's call count without a profile, the guard's wait without a guard)."""
 
 #: Settings that change only how the CUDA timing thread runs (its CPU core): not compared
 #: for evaluations on the CPU, where they do nothing.
