@@ -164,6 +164,18 @@ def _eager_run(out: Path, *extra: str) -> int:
     )
 
 
+def test_random_layout_is_a_setting_of_the_run_and_not_resumed_across(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert _eager_run(out, "--random-layout") == 0
+    rec = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert rec["settings"]["fixed_layout"] is False and rec["layout_fixed"] is False
+    capsys.readouterr()
+    assert _eager_run(out) == 2  # a folder never mixes the two
+    assert "fixed_layout False there, True now" in " ".join(capsys.readouterr().out.split())
+
+
 def test_the_folders_score_covers_its_graphs_of_earlier_commands_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -82,6 +82,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             flush_l2=args.flush_l2,
             replay_timing=args.replay_timing,
             profile_kernels=args.profile_kernels,
+            fixed_layout=not args.random_layout,
         )
     except ValueError as exc:
         raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
@@ -395,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile-kernels",
         action="store_true",
         help="CUDA: also record what the GPU ran per call, under the CUDA profiler",
+    )
+    p.add_argument(
+        "--random-layout",
+        action="store_true",
+        help="let the kernel randomize each run's child address-space layout (default: the "
+        "same layout in every run, for comparable runs)",
     )
     p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
     p.set_defaults(func=_cmd_eval)
