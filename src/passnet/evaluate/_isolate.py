@@ -98,33 +98,42 @@ def _acquire(fixed_layout: bool | None) -> Any:
     A running server with the other layout is restarted while no child runs; otherwise
     the child runs with the server's layout (the record says which) and a warning says so.
     """
-    global _ctx, _server_layout, _live_children
+    global _live_children
     with _ctx_lock:
         _live_children += 1
-        if _ctx is None:
-            _ctx = multiprocessing.get_context("forkserver")
-            _ctx.set_forkserver_preload(_PRELOAD)
-        want = fixed_layout if fixed_layout is not None else (_server_layout is not False)
-        if _server_layout is not None and _server_layout != want:
-            server = multiprocessing.forkserver._forkserver
-            stop = getattr(server, "_stop", None)
-            if fixed_layout is None or _live_children > 1 or stop is None:
-                if fixed_layout is not None:
-                    log.warning(
-                        "the forkserver runs with fixed_layout=%s; this child gets that too",
-                        _server_layout,
-                    )
-                return _ctx
-            stop()
-            _server_layout = None
-        if _server_layout is None or _server_layout != want:
-            if want:
-                with _no_randomization_for_exec():
-                    multiprocessing.forkserver.ensure_running()
-            else:
+        try:
+            return _context(fixed_layout)
+        except BaseException:
+            _live_children -= 1
+            raise
+
+
+def _context(fixed_layout: bool | None) -> Any:
+    """:func:`_acquire`'s work, under ``_ctx_lock``."""
+    global _ctx, _server_layout
+    if _ctx is None:
+        _ctx = multiprocessing.get_context("forkserver")
+        _ctx.set_forkserver_preload(_PRELOAD)
+    want = fixed_layout if fixed_layout is not None else (_server_layout is not False)
+    if _server_layout is not None and _server_layout != want:
+        server = multiprocessing.forkserver._forkserver
+        stop = getattr(server, "_stop", None)
+        if _live_children > 1 or stop is None:  # a restart would end the running children
+            log.warning(
+                "the forkserver runs with fixed_layout=%s; this child gets that too",
+                _server_layout,
+            )
+            return _ctx
+        stop()
+        _server_layout = None
+    if _server_layout is None:
+        if want:
+            with _no_randomization_for_exec():
                 multiprocessing.forkserver.ensure_running()
-            _server_layout = want  # what was asked: a refused flag is logged, not retried
-        return _ctx
+        else:
+            multiprocessing.forkserver.ensure_running()
+        _server_layout = want  # what was asked: a refused flag is logged, not retried
+    return _ctx
 
 
 @dataclass
