@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from passnet.cli import build_parser, main
-from passnet.evaluate import EvalRecord, EvalSettings, evaluate_sample
+from passnet.evaluate import EvalRecord, EvalSettings, GpuReport, evaluate_sample
 from tests.conftest import BERT, MLP, SYMINT_HEAD, faulty
 
 
@@ -297,3 +297,9 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
     rec.compiled.unstable = True  # both remarks, not one hiding the other
     text = printed([rec])
     assert "unstable timing; " + error[:30] in text
+    # a GPU held back while timing is said too (the clocks of a CUDA record)
+    rec.gpu = GpuReport(4, 1980.0, 1980, 1980, 1980, below_limit_samples=0)
+    assert "GPU clock" not in printed([rec])  # at its maximum throughout: nothing to say
+    rec.gpu = GpuReport(4, 1755.0, 1410, 1980, 1980, reasons=["sw_power_cap"])
+    rec.gpu.below_limit_samples = 3
+    assert "unstable timing; GPU clock down to 1410/1980 MHz (sw_power_cap); " in printed([rec])

@@ -188,10 +188,14 @@ def _print_summary(records: list[Any], console: Console) -> None:
 
 
 def _note(r: Any, replay: bool, kernels: bool) -> str:
-    """The error, or else every timing remark that applies (unstable, no replay, no profile)."""
+    """The error, or else every timing remark that applies (unstable, GPU clock held back,
+    no replay, no profile)."""
     if r.error:
         return r.error.message[:60]
     notes = ["unstable timing"] if _unstable(r) else []
+    if r.gpu and r.gpu.below_limit_samples:
+        why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
+        notes.append(f"GPU clock down to {r.gpu.sm_mhz_min}/{r.gpu.sm_mhz_limit} MHz{why}")
     if replay and r.compiled and r.compiled.replay_error:
         notes.append(r.compiled.replay_error[:60])
     if kernels and r.compiled and r.compiled.kernels_error:
