@@ -313,7 +313,7 @@ def _evaluate(
         if share and s.core_guard:
             guard = CoreGuard(share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s)
         elif share:
-            os.sched_setaffinity(0, {share[0]})  # one fixed core, as _pin_to_one_core
+            _pin_to_one_core(device, share)
         clocks = open_clock_monitor(device)
         mutating = _mutating(inputs1, module, compiled, device)
         with _gc_paused(s.pause_gc):
@@ -442,15 +442,16 @@ def _timing_cores(device: str) -> list[int]:
     return core_share(allowed, index, max(1, torch.cuda.device_count()))
 
 
-def _pin_to_one_core(device: str) -> None:
-    """Pin this thread to the first core of its share (after compilation, before timing).
+def _pin_to_one_core(device: str, share: list[int] | None = None) -> None:
+    """Pin this thread to the first core of its share (after compilation, before timing);
+    ``share``: the device's :func:`_timing_cores`, where the caller has them already.
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
     worker removes core-to-core and migration differences between runs. With
     ``core_guard`` (the default) the timing loop's :class:`CoreGuard` chooses the core
     instead, and keeps choosing.
     """
-    share = _timing_cores(device)
+    share = _timing_cores(device) if share is None else share
     if share:
         os.sched_setaffinity(0, {share[0]})
 
