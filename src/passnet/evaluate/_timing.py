@@ -297,12 +297,14 @@ def measure_interleaved(
 
     With a ``guard`` (:class:`~passnet.evaluate._host.CoreGuard`) the calling thread is
     first settled on the fastest core of its share; each round then starts on a core at
-    full speed and is measured again (up to twice) if the core slowed down during it.
+    full speed and is measured again (up to twice) if the core slowed down during it; its
+    cache probe runs once before warm-up and once after the last round.
     ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
     after warm-up and after each round, outside the timed calls.
     """
     if guard is not None:
         guard.settle()
+        guard.cache_probe()
     _warm_up(fns, timer, warmup, min_warmup_s)
     if clocks is not None:
         clocks.sample()
@@ -325,6 +327,8 @@ def measure_interleaved(
         if not noisy or retries >= max_retries:
             for name in noisy:
                 timings[name].unstable = True
+            if guard is not None:
+                guard.cache_probe()
             return timings
         retries += 1
         trials *= 2
