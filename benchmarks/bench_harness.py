@@ -232,11 +232,6 @@ def _median(xs: list[float | None]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def _range(xs: list[float | None]) -> list[float] | None:
-    xs = [x for x in xs if x is not None]
-    return [min(xs), max(xs)] if xs else None
-
-
 def _gpu_summary(gpus: list) -> dict:
     """What the GPU's clocks did over a phase (records' ``gpu``; absent without NVML)."""
     if not gpus:
@@ -277,8 +272,6 @@ def _guard_summary(work: Path, r1: dict, r2: dict) -> dict:
             if hosts
             else None,
             "guard_round_probe_ns_median": _median([h.probe_median_ns for h in hosts]),
-            "guard_cache_probe_ns_median": _median([h.cache_probe_ns for h in hosts]),
-            "guard_cache_probe_ns_range": _range([h.cache_probe_ns for h in hosts]),
             **_gpu_summary([r.gpu for r in timed if r.gpu]),
         }
     other = phases["unguarded"]

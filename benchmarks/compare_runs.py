@@ -65,15 +65,13 @@ def _log(x: float | None, y: float | None) -> float | None:
 
 def _states(a: EvalRecord, b: EvalRecord) -> dict[str, float | None]:
     """Per graph, B over A as logs: the speedup, each side's median, the GPU's SM clock and
-    the guard's round probes and its cache probe (the host's speed while timing; larger is
-    slower)."""
+    the guard's round probes (the host's speed while timing; larger is slower)."""
     return {
         "speedup": _log(b.speedup_e2e, a.speedup_e2e),  # log(s_a / s_b), as the repeat figure
         "eager": _log(a.eager.e2e.median_ms, b.eager.e2e.median_ms),
         "compiled": _log(a.compiled.e2e.median_ms, b.compiled.e2e.median_ms),
         "sm_mhz": _log(*(r.gpu.sm_mhz_median if r.gpu else None for r in (a, b))),
         "round_probe": _log(*(r.host.probe_median_ns if r.host else None for r in (a, b))),
-        "cache_probe": _log(*(r.host.cache_probe_ns if r.host else None for r in (a, b))),
     }
 
 
@@ -84,7 +82,7 @@ def _state_shifts(
     explains the sides' drift (Pearson correlation over graphs; printed as ``_corr``)."""
     rows = [_states(a[g], b[g]) for g in both]
     out: dict[str, float | int] = {}
-    for state in ("sm_mhz", "round_probe", "cache_probe"):
+    for state in ("sm_mhz", "round_probe"):
         known = [r for r in rows if r[state] is not None]
         if not known:
             continue
@@ -101,7 +99,7 @@ def per_graph(a: dict[str, EvalRecord], b: dict[str, EvalRecord]) -> str:
     """One line per graph: the |log| figures' parts, in per cent, largest repeat gap first."""
     both = [g for g in a if g in b and a[g].speedup_e2e and b[g].speedup_e2e]
     rows = sorted(((g, _states(a[g], b[g])) for g in both), key=lambda r: -abs(r[1]["speedup"]))
-    head = f"{'graph':44} {'speedup':>8} {'eager':>7} {'compiled':>8} {'sm_mhz':>7} {'probe':>7} {'cache':>7}"
+    head = f"{'graph':44} {'speedup':>8} {'eager':>7} {'compiled':>8} {'sm_mhz':>7} {'probe':>7}"
     lines = [head]
     for g, r in rows:
         cells = [
@@ -112,7 +110,6 @@ def per_graph(a: dict[str, EvalRecord], b: dict[str, EvalRecord]) -> str:
                 ("compiled", 7),
                 ("sm_mhz", 6),
                 ("round_probe", 6),
-                ("cache_probe", 6),
             )
         ]
         lines.append(f"{g[:44]:44} " + " ".join(cells))

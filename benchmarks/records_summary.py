@@ -35,9 +35,6 @@ def summary(records: list[EvalRecord]) -> dict[str, object]:
         "unstable": sum(r.eager.unstable or r.compiled.unstable for r in timed),
         "guard_waited_s": round(sum(r.host.waited_s for r in records if r.host), 2),
     }
-    cache = [r.host.cache_probe_ns for r in records if r.host and r.host.cache_probe_ns]
-    if cache:
-        out["cache_probe_ns_range"] = (min(cache), max(cache))
     if gpus:
         out |= {
             "gpu_readings": sum(g.samples for g in gpus),
@@ -60,11 +57,6 @@ def one_graph(r: EvalRecord) -> str:
         f"(IQR/median {r.eager.e2e.relative_iqr:.3f}), compiled {r.compiled.e2e.median_ms:.3f} "
         f"ms (IQR/median {r.compiled.e2e.relative_iqr:.3f}); re-measured "
         f"{max(r.eager.retries, r.compiled.retries)}x"
-        + (
-            f"; cache probe {r.host.cache_probe_ns:.1f} ns, core probe {r.host.probe_median_ns:.1f} ns"
-            if r.host and r.host.cache_probe_ns and r.host.probe_median_ns
-            else ""
-        )
     )
 
 

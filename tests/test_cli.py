@@ -303,29 +303,3 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
     rec.gpu = GpuReport(4, 1755.0, 1410, 1980, 1980, reasons=["sw_power_cap"])
     rec.gpu.below_limit_samples = 3
     assert "unstable timing; GPU clock down to 1410/1980 MHz (sw_power_cap); " in printed([rec])
-
-
-def test_the_summary_names_graphs_timed_while_the_host_was_slower(fast: EvalSettings) -> None:
-    import copy
-
-    from rich.console import Console
-
-    from passnet.cli import _print_summary
-    from passnet.evaluate._record import HostReport
-
-    rec = evaluate_sample(MLP, "eager", settings=fast)
-    assert rec.eager is not None and rec.compiled is not None
-    rec.eager.unstable = rec.compiled.unstable = False
-    slow, quick, near = (copy.deepcopy(rec) for _ in range(3))
-    for r, name, ns in ((slow, "slow", 50.0), (quick, "quick", 40.0), (near, "near", 43.0)):
-        r.graph = name
-        r.host = HostReport([15], 15, 31.0, 1.35, cache_probe_ns=ns)
-    rec.graph, rec.host = "unguarded", None  # a record without the probe is left alone
-
-    console = Console(record=True, width=240)
-    _print_summary([slow, quick, near, rec], console)
-    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
-    lines = {line.split()[1]: line for line in rows}
-    assert "host 25 % slower (cache probe)" in lines["slow"]
-    assert "host" not in lines["quick"] and "host" not in lines["near"]  # 7.5 %: under 10 %
-    assert "host" not in lines["unguarded"]

@@ -178,34 +178,24 @@ def _print_summary(records: list[Any], console: Console) -> None:
     columns += ["speedup kernels"] if kernels else []
     for col in (*columns, "max diff", "note"):
         table.add_column(col)
-    probes = [r.host.cache_probe_ns for r in records if r.host and r.host.cache_probe_ns]
-    fastest = min(probes, default=None)
     for r in records:
         cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
         cells += [_x(r.speedup_replay)] if replay else []
         cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
-        table.add_row(*cells, _note(r, replay, kernels, fastest))
+        table.add_row(*cells, _note(r, replay, kernels))
     console.print(table)
 
 
-HOST_SLOW_NOTE = 1.10
-"""The summary notes a graph timed while the host's cache probe was this many times slower
-than the fastest one among the summary's graphs (host-bound graphs' speedups move with it)."""
-
-
-def _note(r: Any, replay: bool, kernels: bool, fastest_cache_ns: float | None = None) -> str:
+def _note(r: Any, replay: bool, kernels: bool) -> str:
     """The error, or else every timing remark that applies (unstable, GPU clock held back,
-    host slower than for the other graphs, no replay, no profile)."""
+    no replay, no profile)."""
     if r.error:
         return r.error.message[:60]
     notes = ["unstable timing"] if _unstable(r) else []
     if r.gpu and r.gpu.below_limit_samples:
         why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
         notes.append(f"GPU clock down to {r.gpu.sm_mhz_min}/{r.gpu.sm_mhz_limit} MHz{why}")
-    ns = r.host.cache_probe_ns if r.host else None
-    if ns and fastest_cache_ns and ns > HOST_SLOW_NOTE * fastest_cache_ns:
-        notes.append(f"host {100 * (ns / fastest_cache_ns - 1):.0f} % slower (cache probe)")
     if replay and r.compiled and r.compiled.replay_error:
         notes.append(r.compiled.replay_error[:60])
     if kernels and r.compiled and r.compiled.kernels_error:

@@ -354,34 +354,3 @@ def test_the_report_gives_the_median_of_the_round_probes(cores: dict[str, Any]) 
     assert guard.report().probe_median_ns == 32.0
     assert guard.report().probe_ns == 30.0  # the fastest stays the settle's
     assert CoreGuard([15]).report().probe_median_ns is None
-
-
-def test_the_cache_probe_walks_its_items_and_reports_the_median(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_host, "CACHE_PROBE_ITEMS", 5000)
-    guard = CoreGuard([15])
-    assert guard.report().cache_probe_ns is None  # never probed: nothing to report
-    first = guard.cache_probe()
-    assert 0 < first < 10_000  # ns per item of a real walk on this machine
-    items = guard._cache_items
-    assert items is not None and len(items) == 5000
-    assert sorted(items) == list(range(1000, 6000)) and items != sorted(items)  # shuffled
-    assert guard.cache_probe() > 0 and guard._cache_items is items  # built once
-    guard._cache_probes[:] = [40.0, 52.0, 44.0]
-    assert guard.report().cache_probe_ns == 44.0
-
-
-def test_timing_takes_a_cache_probe_before_warm_up_and_after_the_last_round() -> None:
-    script = Script({"compiled": steady(1.0), "eager": steady(2.0)})
-    guard = SlowingCore(script, slow_after=10**9, slow_for=0)  # always fast
-    at: list[int] = []
-
-    def cache_probe() -> float:
-        at.append(len(script.calls))
-        return 40.0
-
-    guard.cache_probe = cache_probe  # type: ignore[method-assign]
-    script.measure(trials=8, rounds=2, warmup=3, guard=guard)
-    # before the 3 + 3 warm-up calls, and after the 8 + 8 timed ones
-    assert at == [0, 22]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import statistics
 import threading
 import time
@@ -45,15 +44,6 @@ host the probe read 28-39 ns per iteration on a core at full speed and 49-65 ns 
 slowed one (``benchmarks/results/child_host_state_h200/``); at 1.15 a single probe
 counted as a slowdown in 7-35 % of the checks of most evaluations (78 % in one)
 (``benchmarks/results/host_episodes_h200/ab_first_guard.txt``)."""
-
-
-CACHE_PROBE_ITEMS = 60_000
-"""Python ints the cache probe visits, in a shuffled order: about 2.4 MiB of objects and
-pointers, more than a server core's L2 cache, so the walk runs from the shared L3 cache
-and memory. Its time per item rose by 40 % on the lent H200 host over minutes in which
-the core probe rose by 16 %, and it followed a host-bound graph's compiled time more
-closely (r = 0.98 against 0.92 across seven processes;
-``benchmarks/results/sync_study_h200/``)."""
 
 
 def _spin(n: int) -> int:
@@ -148,8 +138,6 @@ class CoreGuard:
         self.all_slow = 0
         self._just_found_fast = False
         self._check_probes: list[float] = []
-        self._cache_items: list[int] | None = None
-        self._cache_probes: list[float] = []
 
     def probe(self) -> float:
         best = math.inf
@@ -157,28 +145,6 @@ class CoreGuard:
             t0 = time.perf_counter_ns()
             _spin(PROBE_LOOPS)
             best = min(best, (time.perf_counter_ns() - t0) / PROBE_LOOPS)
-        return best
-
-    def cache_probe(self) -> float:
-        """Time a walk over :data:`CACHE_PROBE_ITEMS` Python ints in a shuffled order on the
-        current core (best of two walks), in nanoseconds per item; kept for the report.
-
-        Where :meth:`probe`'s loop lives in the core's own caches, this walk depends on the
-        caches and memory the core shares with the rest of the host: the host's speed for
-        Python-heavy work with a large footprint, which is what a compiled graph's host side
-        is (guards, many small kernels' launches). It runs outside the timed calls, at the
-        start and the end of a graph's timing."""
-        if self._cache_items is None:
-            self._cache_items = [1000 + i for i in range(CACHE_PROBE_ITEMS)]
-            random.Random(0).shuffle(self._cache_items)  # allocated in order, visited at random
-        best = math.inf
-        for _ in range(2):
-            t0 = time.perf_counter_ns()
-            acc = 0
-            for x in self._cache_items:
-                acc += x
-            best = min(best, (time.perf_counter_ns() - t0) / len(self._cache_items))
-        self._cache_probes.append(best)
         return best
 
     def _check(self) -> bool:
@@ -267,9 +233,6 @@ class CoreGuard:
             waited_s=round(self.waited_s, 3),
             probe_median_ns=(
                 round(statistics.median(self._check_probes), 3) if self._check_probes else None
-            ),
-            cache_probe_ns=(
-                round(statistics.median(self._cache_probes), 3) if self._cache_probes else None
             ),
         )
 

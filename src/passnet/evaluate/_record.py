@@ -137,11 +137,6 @@ class HostReport:
     probe_median_ns: float | None = None
     """Median of the current core's probes before and after each round: the host's speed
     while timing, where ``probe_ns`` is its best."""
-    cache_probe_ns: float | None = None
-    """Nanoseconds per item of a walk over a few MiB of Python objects, before and after the
-    timing (their median; :meth:`~passnet.evaluate._host.CoreGuard.cache_probe`): the
-    host's speed for work beyond the core's own caches. Compared across a run's records,
-    it shows which graphs were timed while the host as a whole was slower."""
 
 
 @dataclass

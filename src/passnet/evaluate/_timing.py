@@ -297,14 +297,12 @@ def measure_interleaved(
 
     With a ``guard`` (:class:`~passnet.evaluate._host.CoreGuard`) the calling thread is
     first settled on the fastest core of its share; each round then starts on a core at
-    full speed and is measured again (up to twice) if the core slowed down during it; its
-    cache probe runs once before warm-up and once after the last round.
+    full speed and is measured again (up to twice) if the core slowed down during it.
     ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
     after warm-up and after each round, outside the timed calls.
     """
     if guard is not None:
         guard.settle()
-        guard.cache_probe()
     _warm_up(fns, timer, warmup, min_warmup_s)
     if clocks is not None:
         clocks.sample()
@@ -327,8 +325,6 @@ def measure_interleaved(
         if not noisy or retries >= max_retries:
             for name in noisy:
                 timings[name].unstable = True
-            if guard is not None:
-                guard.cache_probe()
             return timings
         retries += 1
         trials *= 2
