@@ -269,7 +269,74 @@ def _probe_table(paths: list[Path]) -> None:
             )
 
 
-def summarize(paths: list[Path]) -> None:
+def _halves(paths: list[Path]) -> None:
+    """Each process's speedup (medians) from its first and its second half of rounds."""
+    print("\nwithin a process: speedup of rounds 0-19 and 20-39")
+    for p in paths:
+        calls = _kept(_load(p)["calls"])
+        n = 1 + max(c[1] for c in calls)
+        parts = [[c for c in calls if lo <= c[1] < hi] for lo, hi in ((0, n // 2), (n // 2, n))]
+        s = [
+            statistics.median(_side(k, "eager")) / statistics.median(_side(k, "compiled"))
+            for k in parts
+        ]
+        print(
+            f"  {p.name:28s} {s[0]:.4f} {s[1]:.4f}  |log| {100 * abs(math.log(s[0] / s[1])):.2f} %"
+        )
+
+
+def _rejection_table(paths: list[Path]) -> None:
+    """Would dropping disturbed rounds steady the speedup? Each process's rounds are cut
+    into segments (as if each were a run); within a segment a round whose median, on either
+    side, exceeds that side's median of round medians by more than ``tol`` is dropped; the
+    table gives the pairwise |log| spread of the segments' speedups (medians of the rest)."""
+    print("\ndropping rounds slower than the segment's typical round by > tol")
+    print("segment  tol    runs  pair |log| median / p90 / max   rounds kept")
+    rounds_of = []
+    for p in paths:
+        calls = _kept(_load(p)["calls"])
+        rounds_of.append(
+            [
+                (
+                    [c[4] for c in calls if c[1] == r and c[0] == "eager"],
+                    [c[4] for c in calls if c[1] == r and c[0] == "compiled"],
+                )
+                for r in sorted({c[1] for c in calls})
+            ]
+        )
+    n = min(len(rs) for rs in rounds_of)
+    for seg in (n // 4, n // 2, n):
+        for tol in (None, 0.25, 0.15, 0.10, 0.05):
+            values, kept = [], []
+            for rs in rounds_of:
+                for i in range(0, n - seg + 1, seg):
+                    part = rs[i : i + seg]
+                    if tol is not None:
+                        le = statistics.median(statistics.median(e) for e, _ in part)
+                        lc = statistics.median(statistics.median(c) for _, c in part)
+                        part = [
+                            (e, c)
+                            for e, c in part
+                            if statistics.median(e) <= le * (1 + tol)
+                            and statistics.median(c) <= lc * (1 + tol)
+                        ]
+                    e_all = [x for e, _ in part for x in e]
+                    c_all = [x for _, c in part for x in c]
+                    values.append(statistics.median(e_all) / statistics.median(c_all))
+                    kept.append(len(part) / seg)
+            pairs = sorted(
+                100 * abs(math.log(a / b)) for i, a in enumerate(values) for b in values[i + 1 :]
+            )
+            if not pairs:
+                continue
+            print(
+                f"{seg:7d}  {'-' if tol is None else f'{tol:.2f}':5s} {len(values):5d}  "
+                f"{statistics.median(pairs):5.2f} / {pairs[int(0.9 * len(pairs))]:5.2f} / "
+                f"{pairs[-1]:5.2f} %          {statistics.fmean(kept):.2f}"
+            )
+
+
+def summarize(paths: list[Path], rejection: bool = False) -> None:
     by_variant: dict[str, list[dict]] = {}
     for p in paths:
         d = _load(p)
@@ -284,6 +351,9 @@ def summarize(paths: list[Path]) -> None:
             f"busy {busy}"
         )
     _probe_table(paths)
+    _halves(paths)
+    if rejection:
+        _rejection_table(paths)
     names = ["median", "min", "p10", "mean", "midmean", "round_ratio_median"]
     print("\nspread between processes: max |log(s_i/s_j)| in %, per estimator")
     print("variant     procs " + " ".join(f"{n:>18s}" for n in names))
@@ -306,6 +376,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=25)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sync_study"))
     ap.add_argument("--summarize", nargs="*", type=Path, help="only summarize these JSON files")
+    ap.add_argument(
+        "--rejection", action="store_true", help="with --summarize: the round-dropping table"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="default", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
@@ -314,7 +387,7 @@ def main() -> None:
         child(args)
         return
     if args.summarize:
-        summarize(args.summarize)
+        summarize(args.summarize, args.rejection)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     variants = args.variants.split(",")
