@@ -8,11 +8,17 @@ harness's child does (:class:`~passnet.evaluate._host.CoreGuard`), warms up, and
 start time and its e2e and device milliseconds (re-measured rounds included, marked).
 The CUDA wait mode (``cudaSetDeviceFlags`` before the context exists) is one of
 ``default``, ``spin``, ``yield``, ``blocking``. Processes run with address-space layout
-randomization off, as the harness's children do.
+randomization off, as the harness's children do. Before and after every round three host
+probes run (the guard's loop, a walk over 2.4 MiB of Python ints, a numpy sum over
+32 MiB), and the CPU time of the process's threads over the timing is kept.
 
 The summary compares, per variant, how much the speedup moves between processes under
 several estimators (the harness's: eager median / compiled median), and how the slow
-calls are spread in time (lag-1 autocorrelation of the compiled side's times)::
+calls are spread in time (lag-1 autocorrelation of the compiled side's times); it
+correlates the probes with the rounds' medians and, across processes, with the speedup,
+and compares each process's first and second half. ``--rejection`` adds what dropping
+slow rounds would do to the spread. Results of session 17:
+``benchmarks/results/sync_study_h200/``::
 
     PYTHONPATH=src python3 benchmarks/sync_study.py \\
         ../shared/data/graphnet/ultralytics/yolov8n-cls --procs 3 \\
