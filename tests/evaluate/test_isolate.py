@@ -3,7 +3,6 @@ modules, and it lays its children out alike in every run (``fixed_layout``)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from passnet.evaluate._isolate import run_isolated
+from passnet.evaluate._isolate import _no_randomization_for_exec, run_isolated
 
 
 def _modules_at_start(send: Any) -> None:
@@ -117,11 +116,9 @@ def _layout(send: Any) -> None:
 
 
 def _kernel_allows_fixed_layouts() -> bool:
-    libc = ctypes.CDLL(None, use_errno=True)
-    old = libc.personality(0xFFFFFFFF)
-    if old == -1 or libc.personality(old | 0x0040000) == -1:
-        return False
-    libc.personality(old)
+    with _no_randomization_for_exec() as switched_off:
+        if not switched_off:
+            return False
     return Path("/proc/sys/kernel/randomize_va_space").read_text().strip() != "0"
 
 
