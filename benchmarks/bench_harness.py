@@ -233,16 +233,21 @@ def _median(xs: list[float | None]) -> float | None:
 
 
 def _gpu_summary(gpus: list) -> dict:
-    """What the GPU's clocks did over a phase (records' ``gpu``; absent without NVML)."""
+    """What the GPU's clocks did over a phase (records' ``gpu``; absent without NVML); also
+    used by ``records_summary.py``."""
     if not gpus:
         return {}
+    powers = [g.power_w_median for g in gpus if g.power_w_median is not None]
     return {
         "gpu_graphs": len(gpus),
+        "gpu_readings": sum(g.samples for g in gpus),
         "gpu_sm_mhz_median": _median([g.sm_mhz_median for g in gpus]),
         "gpu_sm_mhz_min": min(g.sm_mhz_min for g in gpus),
+        "gpu_sm_mhz_max": max(g.sm_mhz_max for g in gpus),
         "gpu_sm_mhz_limit": _median([g.sm_mhz_limit for g in gpus]),
         "gpu_graphs_below_limit": sum(bool(g.below_limit_samples) for g in gpus),
-        "gpu_power_w_median": _median([g.power_w_median for g in gpus]),
+        "gpu_power_w_median": _median(powers),
+        "gpu_power_w_median_range": [min(powers), max(powers)] if powers else None,
         "gpu_temperature_c_max": max((g.temperature_c_max or 0) for g in gpus),
         "gpu_reasons": sorted({r for g in gpus for r in g.reasons}),
     }

@@ -3,9 +3,10 @@
 does not give (the report covers ``run1``/``run2``/``aa`` of one work folder only).
 
 Per file: records, mean time per graph excluding compile, graphs flagged unstable, seconds
-the core guard waited, and what the GPU's clocks did (readings, SM clock range, reasons,
-hottest temperature, range of the per-graph median power). With ``--graph``, that graph's
-speedup, each side's median and IQR/median, and its re-measurements, per file::
+the core guard waited, and what the GPU's clocks did (``bench_harness._gpu_summary``:
+readings, SM clock range, reasons, hottest temperature, range of the per-graph median
+power). With ``--graph``, that graph's speedup, each side's median and IQR/median, and its
+re-measurements, per file::
 
     python3 benchmarks/records_summary.py benchmarks/results/harness_h200_fixed_layout/*.jsonl \\
         --graph ultralytics/yolov8n-cls
@@ -17,6 +18,8 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+
+from bench_harness import _gpu_summary  # this folder is on sys.path when run as a script
 
 from passnet.evaluate import EvalRecord, read_records
 
@@ -35,17 +38,7 @@ def summary(records: list[EvalRecord]) -> dict[str, object]:
         "unstable": sum(r.eager.unstable or r.compiled.unstable for r in timed),
         "guard_waited_s": round(sum(r.host.waited_s for r in records if r.host), 2),
     }
-    if gpus:
-        out |= {
-            "gpu_readings": sum(g.samples for g in gpus),
-            "sm_mhz_range": (min(g.sm_mhz_min for g in gpus), max(g.sm_mhz_max for g in gpus)),
-            "reasons": sorted({x for g in gpus for x in g.reasons}),
-            "temperature_c_max": max(g.temperature_c_max or 0 for g in gpus),
-            "power_w_median_range": (
-                min(g.power_w_median or 0 for g in gpus),
-                max(g.power_w_median or 0 for g in gpus),
-            ),
-        }
+    out |= _gpu_summary(gpus)
     return out
 
 
