@@ -235,15 +235,14 @@ def _corr(xs: list[float], ys: list[float]) -> float:
     return num / den if den else math.nan
 
 
-def _probe_table(paths: list[Path]) -> None:
+def _probe_table(runs: list[tuple[str, dict]]) -> None:
     """Per process: how each probe (mean of before and after a round) follows the round's
     median time per side (Pearson r over rounds); then the same across processes."""
     kinds = ["core", "cache", "memory"]
     print("\nr(round median, probe) per process: compiled / eager")
     print("process                      " + " ".join(f"{k:>14s}" for k in kinds))
     per_proc = []
-    for p in paths:
-        d = _load(p)
+    for name, d in runs:
         if not d.get("probes"):
             continue
         med = {}
@@ -258,7 +257,7 @@ def _probe_table(paths: list[Path]) -> None:
             rc = _corr([med["compiled", row[0], row[1]] for row in rows], pv)
             re_ = _corr([med["eager", row[0], row[1]] for row in rows], pv)
             cells.append(f"{rc:+.2f} / {re_:+.2f}")
-        print(f"{p.name:28s} " + " ".join(f"{c:>14s}" for c in cells))
+        print(f"{name:28s} " + " ".join(f"{c:>14s}" for c in cells))
         est = estimators(d["calls"])
         per_proc.append(
             [est["median"], est["compiled_median_ms"], est["eager_median_ms"]]
@@ -275,23 +274,21 @@ def _probe_table(paths: list[Path]) -> None:
             )
 
 
-def _halves(paths: list[Path]) -> None:
+def _halves(runs: list[tuple[str, dict]]) -> None:
     """Each process's speedup (medians) from its first and its second half of rounds."""
     print("\nwithin a process: speedup of rounds 0-19 and 20-39")
-    for p in paths:
-        calls = _kept(_load(p)["calls"])
+    for name, d in runs:
+        calls = _kept(d["calls"])
         n = 1 + max(c[1] for c in calls)
         parts = [[c for c in calls if lo <= c[1] < hi] for lo, hi in ((0, n // 2), (n // 2, n))]
         s = [
             statistics.median(_side(k, "eager")) / statistics.median(_side(k, "compiled"))
             for k in parts
         ]
-        print(
-            f"  {p.name:28s} {s[0]:.4f} {s[1]:.4f}  |log| {100 * abs(math.log(s[0] / s[1])):.2f} %"
-        )
+        print(f"  {name:28s} {s[0]:.4f} {s[1]:.4f}  |log| {100 * abs(math.log(s[0] / s[1])):.2f} %")
 
 
-def _rejection_table(paths: list[Path]) -> None:
+def _rejection_table(runs: list[tuple[str, dict]]) -> None:
     """Would dropping disturbed rounds steady the speedup? Each process's rounds are cut
     into segments (as if each were a run); within a segment a round whose median, on either
     side, exceeds that side's median of round medians by more than ``tol`` is dropped; the
@@ -299,8 +296,8 @@ def _rejection_table(paths: list[Path]) -> None:
     print("\ndropping rounds slower than the segment's typical round by > tol")
     print("segment  tol    runs  pair |log| median / p90 / max   rounds kept")
     rounds_of = []
-    for p in paths:
-        calls = _kept(_load(p)["calls"])
+    for _, d in runs:
+        calls = _kept(d["calls"])
         rounds_of.append(
             [
                 (
@@ -344,22 +341,22 @@ def _rejection_table(paths: list[Path]) -> None:
 
 def summarize(paths: list[Path], rejection: bool = False) -> None:
     by_variant: dict[str, list[dict]] = {}
-    for p in paths:
-        d = _load(p)
+    runs = [(p.name, _load(p)) for p in paths]  # each file read once
+    for name, d in runs:
         est = estimators(d["calls"])
         by_variant.setdefault(d["variant"], []).append(est)
         busy = sorted(d["busy_threads_ticks"].items(), key=lambda kv: -kv[1])[:3]
         print(
-            f"{p.name:28s} flags={d['flags_read']} compile {d['compile_s']:.1f}s "
+            f"{name:28s} flags={d['flags_read']} compile {d['compile_s']:.1f}s "
             f"eager {est['eager_median_ms']:.3f} compiled {est['compiled_median_ms']:.3f} ms "
             f"IQR/med {est['compiled_iqr_rel']:.3f} lag1 c/e {est['compiled_lag1']:+.2f}/"
             f"{est['eager_lag1']:+.2f} rounds again {est['remeasured']} threads {d['threads']} "
             f"busy {busy}"
         )
-    _probe_table(paths)
-    _halves(paths)
+    _probe_table(runs)
+    _halves(runs)
     if rejection:
-        _rejection_table(paths)
+        _rejection_table(runs)
     names = ["median", "min", "p10", "mean", "midmean", "round_ratio_median"]
     print("\nspread between processes: max |log(s_i/s_j)| in %, per estimator")
     print("variant     procs " + " ".join(f"{n:>18s}" for n in names))
