@@ -3,7 +3,7 @@
 does not give (the report covers ``run1``/``run2``/``aa`` of one work folder only).
 
 Per file: records, mean time per graph excluding compile, graphs flagged unstable, seconds
-the core guard waited, and what the GPU's clocks did (``bench_harness._gpu_summary``:
+the core guard waited, its slow checks and rounds measured again, and what the GPU's clocks did (``bench_harness._gpu_summary``:
 readings, SM clock range, reasons, hottest temperature, range of the per-graph median
 power). With ``--graph``, that graph's speedup, each side's median and IQR/median, and its
 re-measurements, per file::
@@ -37,6 +37,8 @@ def summary(records: list[EvalRecord]) -> dict[str, object]:
         else None,
         "unstable": sum(r.eager.unstable or r.compiled.unstable for r in timed),
         "guard_waited_s": round(sum(r.host.waited_s for r in records if r.host), 2),
+        "guard_slow_checks": sum(r.host.slow_checks for r in records if r.host),
+        "guard_remeasured_rounds": sum(r.host.remeasured_rounds for r in records if r.host),
     }
     out |= _gpu_summary(gpus)
     return out

@@ -17,7 +17,8 @@ several estimators (the harness's: eager median / compiled median), and how the 
 calls are spread in time (lag-1 autocorrelation of the compiled side's times); it
 correlates the probes with the rounds' medians and, across processes, with the speedup,
 and compares each process's first and second half. ``--rejection`` adds what dropping
-slow rounds would do to the spread. Results of session 17:
+slow rounds would do to the spread; ``--round-table FILE`` lists one process's rounds.
+Results of session 17:
 ``benchmarks/results/sync_study_h200/``::
 
     PYTHONPATH=src python3 benchmarks/sync_study.py \\
@@ -339,6 +340,20 @@ def _rejection_table(runs: list[tuple[str, dict]]) -> None:
             )
 
 
+def round_table(path: Path) -> None:
+    """One line per round and attempt of one process: when it started, each side's median
+    and the compiled side's extremes (e2e ms)."""
+    calls = _load(path)["calls"]
+    print(f"{path.name}: round.attempt  start s  eager  compiled  (compiled min-max)")
+    for r, a in sorted({(c[1], c[2]) for c in calls}):
+        here = [c for c in calls if c[1] == r and c[2] == a]
+        e, k = _side(here, "eager"), _side(here, "compiled")
+        print(
+            f"  r{r:02d}.{a} {min(c[3] for c in here):6.1f}  {statistics.median(e):6.3f}  "
+            f"{statistics.median(k):6.3f}  ({min(k):.2f}-{max(k):.2f})"
+        )
+
+
 def summarize(paths: list[Path], rejection: bool = False) -> None:
     by_variant: dict[str, list[dict]] = {}
     runs = [(p.name, _load(p)) for p in paths]  # each file read once
@@ -348,7 +363,7 @@ def summarize(paths: list[Path], rejection: bool = False) -> None:
         busy = sorted(d["busy_threads_ticks"].items(), key=lambda kv: -kv[1])[:3]
         print(
             f"{name:28s} flags={d['flags_read']} compile {d['compile_s']:.1f}s "
-            f"eager {est['eager_median_ms']:.3f} compiled {est['compiled_median_ms']:.3f} ms "
+            f"speedup {est['median']:.4f} eager {est['eager_median_ms']:.3f} compiled {est['compiled_median_ms']:.3f} ms "
             f"IQR/med {est['compiled_iqr_rel']:.3f} lag1 c/e {est['compiled_lag1']:+.2f}/"
             f"{est['eager_lag1']:+.2f} rounds again {est['remeasured']} threads {d['threads']} "
             f"busy {busy}"
@@ -382,12 +397,16 @@ def main() -> None:
     ap.add_argument(
         "--rejection", action="store_true", help="with --summarize: the round-dropping table"
     )
+    ap.add_argument("--round-table", type=Path, help="print one process's rounds, then stop")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="default", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
+        return
+    if args.round_table:
+        round_table(args.round_table)
         return
     if args.summarize:
         summarize(args.summarize, args.rejection)
