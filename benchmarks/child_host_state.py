@@ -198,7 +198,7 @@ def child(graph: str, device: str, send: Any) -> None:
 
 
 def main() -> int:
-    from passnet.evaluate._isolate import run_isolated
+    from passnet.evaluate import run_isolated
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=6)

@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from passnet.evaluate import EvalRecord, read_records
+from passnet.record import EvalRecord, read_records
 
 
 def _by_graph(path: Path) -> dict[str, EvalRecord]:

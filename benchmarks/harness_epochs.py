@@ -64,10 +64,10 @@ def child(graph: str) -> None:
     if os.environ.get("PIN_EARLY"):
         pin_early()
 
-    from passnet.compilers._builtin import compile_warm
+    from passnet.compilers import compile_warm
     from passnet.data import dev_samples_dir
     from passnet.evaluate._child import _clone, _measure, _pin_to_one_core
-    from passnet.evaluate._settings import EvalSettings
+    from passnet.evaluate import EvalSettings
     from passnet.sample import load_sample
 
     s = EvalSettings()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench_harness import _gpu_summary  # this folder is on sys.path when run as a script
 
-from passnet.evaluate import EvalRecord, read_records
+from passnet.record import EvalRecord, read_records
 
 
 def summary(records: list[EvalRecord]) -> dict[str, object]:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from passnet.data import dev_samples_dir
-from passnet.dataset._decompose import SubgraphStatus, decompose_samples
+from passnet.dataset import SubgraphStatus, decompose_samples
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._subgraph import trace_parent
 from passnet.sample import find_samples

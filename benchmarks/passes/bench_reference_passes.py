@@ -51,12 +51,17 @@ from typing import Any
 import torch
 import torch.fx
 
-from passnet.evaluate import EvalRecord, EvalSettings, evaluate_sample
-from passnet.passes import Matcher, PassManager, Task, load_pass_dir, trace_graph
-from passnet.passes.library import build_reference_task, reference_passes
-from passnet.passes.library._tasks import DEFAULT_SHAPE_FACTORS, SCOPES
+from passnet.record import EvalRecord
+from passnet.evaluate import EvalSettings, evaluate_sample
+from passnet.passes import Matcher, PassManager, load_pass_dir
+from passnet.task import Task
+from passnet.sample import trace_graph
+from passnet.dataset import build_reference_task
+from passnet.passes.library import reference_passes
+from passnet.dataset import DEFAULT_SHAPE_FACTORS, SCOPES
 from passnet.sample import load_sample
-from passnet.score import baseline_tolerance, compute_scores, gmean
+from passnet.record import baseline_tolerance
+from passnet.score import compute_scores, gmean
 
 log = logging.getLogger("bench_reference_passes")
 

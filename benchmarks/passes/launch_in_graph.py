@@ -148,7 +148,7 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
 
 
 def in_graph(cases: list[str]) -> None:
-    from passnet.passes import trace_graph
+    from passnet.sample import trace_graph
     from passnet.sample import load_sample
 
     print(f"== A: in-graph cost of one call, µs (e2e delta / {N_SITES}); tight loop µs in () ==")
@@ -207,8 +207,9 @@ def _gemm_calls(
 
 
 def gemm_precision(work: Path) -> None:
-    from passnet.passes import PassManager, trace_graph
-    from passnet.passes.library import build_reference_task
+    from passnet.passes import PassManager
+    from passnet.sample import trace_graph
+    from passnet.dataset import build_reference_task
     from passnet.sample import load_sample
 
     print("\n== B: linear+bias+GELU per call site: device µs (max abs error vs float64) ==")
@@ -256,8 +257,9 @@ def gemm_precision(work: Path) -> None:
 
 
 def add_layer_norm_alone(work: Path) -> None:
-    from passnet.passes import PassManager, trace_graph
-    from passnet.passes.library import build_reference_task
+    from passnet.passes import PassManager
+    from passnet.sample import trace_graph
+    from passnet.dataset import build_reference_task
     from passnet.sample import load_sample
 
     print(

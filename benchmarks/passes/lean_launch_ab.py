@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from profile_rewrite import alternating_medians  # this folder (the script's own)
 
-from passnet.evaluate._compare import flatten_outputs
+from passnet.sample import flatten_outputs
 
 PASSES = (
     "add_layer_norm",
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print("lean_launch_ab needs a CUDA GPU", file=sys.stderr)
         return 2
     from passnet.passes import _launch
-    from passnet.passes.library import build_reference_task
+    from passnet.dataset import build_reference_task
 
     print(
         "lean launch available:",

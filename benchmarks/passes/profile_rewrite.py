@@ -253,11 +253,11 @@ def device_side(cases: list[tuple[str, Any, Any, list[Any]]]) -> None:
 
 
 def decompose(cases: list[str], lean: bool = False) -> list[tuple[str, Any, Any, list[Any]]]:
-    from passnet.passes import PassManager, trace_graph
+    from passnet.passes import PassManager
+    from passnet.sample import trace_graph
     from passnet.passes._launch import accelerate_rules
-    from passnet.passes.library import build_reference_task
+    from passnet.dataset import build_reference_task
     from passnet.sample import load_sample
-    from passnet.sample._trace import SampleTracer, trace_module
 
     work = Path(tempfile.mkdtemp(prefix="passnet-profile-"))
     tasks: dict[str, Any] = {}
@@ -281,7 +281,7 @@ def decompose(cases: list[str], lean: bool = False) -> list[tuple[str, Any, Any,
         sample = load_sample(path)
         module = sample.build_module("cuda")
         inputs = sample.replay_inputs("cuda", 0)
-        folded = trace_module(module, SampleTracer(keep_factories=False))
+        folded = trace_graph(module, locations=False, keep_factories=False)
         traced = trace_graph(module)
         manager = PassManager.from_dirs(task.pass_dir)
         if lean:  # as pass_mgr launches on CUDA (passes/_launch.py)

@@ -57,7 +57,7 @@ def _subset_dir(pass_dir: Path, rules: list[str], where: Path) -> Path:
 
 def measure_graph(path: Path, dirs: dict[str, Path], rounds: int, reps: int) -> dict[str, Any]:
     from passnet.compilers import create_compiler
-    from passnet.passes import trace_graph
+    from passnet.sample import trace_graph
     from passnet.sample import load_sample
 
     sample = load_sample(path)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("rule_set_ab needs a CUDA GPU", file=sys.stderr)
         return 2
-    from passnet.passes.library import build_reference_task
+    from passnet.dataset import build_reference_task
 
     work = Path(tempfile.mkdtemp(prefix="passnet-rule-ab-"))
     task = build_reference_task(

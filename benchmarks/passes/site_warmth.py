@@ -163,9 +163,10 @@ def _raw(
 
 
 def measure(case: str, work: Path, tasks: dict[str, Any], sweep: np.ndarray) -> dict[str, Any]:
-    from passnet.passes import PassManager, trace_graph
+    from passnet.passes import PassManager
+    from passnet.sample import trace_graph
     from passnet.passes._launch import accelerate_rules
-    from passnet.passes.library import build_reference_task
+    from passnet.dataset import build_reference_task
     from passnet.sample import load_sample
 
     pass_name, _, graph_name = case.partition(":")

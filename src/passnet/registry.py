@@ -1,8 +1,12 @@
-"""One small generic registry (compilers, timers, ...), with entry-point plugins.
+"""One small generic registry (compilers, ...), with entry-point plugins.
 
-Entries are registered by decorator with the name they answer to; third parties
-add entries through a setuptools entry-point group, loaded lazily on first lookup.
-An unknown name is a :class:`~passnet.errors.RegistryError` that lists what exists.
+Entries are registered with the name they answer to (:meth:`Registry.add`, usually
+through a decorator such as :func:`passnet.compilers.register_compiler`); other
+packages add entries through a setuptools entry-point group, loaded lazily on first
+lookup. passnet's own entry points are read from its ``pyproject.toml`` when it runs
+from a source checkout that was never installed (``PYTHONPATH=src``), so a checkout
+works as an installed package does. An unknown name is a
+:class:`~passnet.errors.RegistryError` that lists what exists.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -23,6 +26,28 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _checkout_entry_points(group: str | None) -> list[importlib.metadata.EntryPoint]:
+    """passnet's own entry points of ``group`` when passnet is not installed but runs from a
+    source checkout (its ``pyproject.toml`` two folders up); none otherwise."""
+    try:
+        importlib.metadata.distribution("passnet")
+        return []  # installed: entry_points() lists them already
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: install passnet to use its entry points
+        return []
+    try:
+        table = tomllib.loads(_PYPROJECT.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found = table.get("project", {}).get("entry-points", {}).get(group, {})
+    return [importlib.metadata.EntryPoint(n, v, str(group)) for n, v in found.items()]
+
 
 class Registry(Generic[T]):
     """Name → object of type ``base``; plugins come from entry-point group ``group``."""
@@ -33,13 +58,6 @@ class Registry(Generic[T]):
         self.group = group
         self._entries: dict[str, T] = {}
         self._plugins_loaded = group is None
-
-    def register(self, name: str) -> Callable[[T], T]:
-        def decorate(obj: T) -> T:
-            self.add(name, obj)
-            return obj
-
-        return decorate
 
     def add(self, name: str, obj: T) -> None:
         if not (isinstance(obj, type) and issubclass(obj, self.base)):
@@ -54,7 +72,10 @@ class Registry(Generic[T]):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        for ep in importlib.metadata.entry_points(group=self.group):
+        for ep in [
+            *importlib.metadata.entry_points(group=self.group),
+            *_checkout_entry_points(self.group),
+        ]:
             if ep.name in self._entries:
                 continue
             try:

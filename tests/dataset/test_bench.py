@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from passnet.dataset import decompose_samples, generalize_samples
 from passnet.dataset._bench import build_bench, shape_bucket
-from passnet.dataset._decompose import decompose_samples
-from passnet.dataset._generalize import generalize_samples
 from passnet.errors import DatasetError
 from passnet.sample import find_samples, load_sample
 from tests.conftest import BERT, DEV, MLP

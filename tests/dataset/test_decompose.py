@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from passnet.dataset import graph_hash
-from passnet.dataset._decompose import (
+from passnet.dataset import (
     SubgraphKind,
     SubgraphStatus,
     decompose_sample,
     decompose_samples,
+    graph_hash,
     read_decompose_manifest,
     write_op_ranges,
 )

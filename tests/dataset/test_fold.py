@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from passnet.dataset._decompose import SubgraphStatus, decompose_samples
+from passnet.dataset import SubgraphStatus, decompose_samples
 from passnet.dataset._fold import fold_sequences, motif_occurrences
 from passnet.dataset._subgraph import trace_parent
 from tests.conftest import BERT, DEV

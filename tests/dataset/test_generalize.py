@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from passnet.dataset._decompose import decompose_sample
+from passnet.dataset import decompose_sample
 from passnet.dataset._generalize import (
     Variant,
     VariantStatus,

@@ -12,16 +12,9 @@ import pytest
 import torch
 import torch.fx
 
-from passnet.dataset import (
-    canonical_graph,
-    canonical_op_name,
-    graph_hash,
-    hash_samples,
-    op_sequence,
-    trace_sample,
-)
+from passnet.dataset import canonical_graph, graph_hash, hash_samples
 from passnet.errors import DatasetError
-from passnet.sample import find_samples, load_sample
+from passnet.sample import canonical_op_name, find_samples, load_sample, op_sequence, trace_sample
 from passnet.status import Status
 from tests.conftest import BERT, DEV, MLP
 

@@ -168,14 +168,14 @@ def test_a_sample_that_hangs_while_loading_is_a_sample_error_not_a_timeout(tmp_p
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.complex64])
 def test_a_zero_overwritten_with_nan_or_negative_zero_is_a_mutation(dtype: torch.dtype) -> None:
-    from passnet.evaluate._child import _mutated
+    from passnet.passes.integrity import mutated_inputs
 
     before = torch.tensor([0.0, 1.0, float("nan")]).to(dtype)
     for mark in (float("nan"), -0.0):
         after = before.clone()
         after[0] = mark
-        assert _mutated([before, 3], [after, 3]) == [0], (dtype, mark)
-    assert _mutated([before], [before.clone()]) == []  # NaN in place of NaN is unchanged
+        assert mutated_inputs([before, 3], [after, 3]) == [0], (dtype, mark)
+    assert mutated_inputs([before], [before.clone()]) == []  # NaN in place of NaN is unchanged
 
 
 def test_an_input_marked_with_negative_zero_to_skip_work_is_caught(tmp_path: Path) -> None:
@@ -242,9 +242,9 @@ def test_a_child_that_dies_after_its_provisional_result_keeps_it_with_a_note(
     # What the parent does when a child dies during the optional work after its result
     # (replay timing, the kernel profile; CUDA only): the result sent before it stands, and
     # each side says why the figures asked for are missing, and only those.
+    from passnet.evaluate import ChildOutcome
     from passnet.evaluate._child import ChildRequest, run_child
     from passnet.evaluate._evaluate import _to_record
-    from passnet.evaluate._isolate import ChildOutcome
 
     messages: list[tuple[str, Any]] = []
     run_child(ChildRequest(str(MLP), "eager", {}, "cpu", fast), messages.append)

@@ -13,7 +13,7 @@ import pytest
 
 from passnet.evaluate import _gpu_clock
 from passnet.evaluate._gpu_clock import ClockMonitor, ClockSample, open_clock_monitor, reason_names
-from passnet.evaluate._record import EvalRecord, record_from_json
+from passnet.record import EvalRecord, record_from_json
 from passnet.status import Status
 
 from .test_timing import Script, steady
@@ -107,8 +107,7 @@ def test_the_gpu_report_round_trips_through_a_record() -> None:
 @pytest.mark.gpu
 def test_a_cuda_evaluation_reports_the_gpu_clocks() -> None:
     from passnet.evaluate import EvalSettings, evaluate_sample
-
-    from ..conftest import MLP
+    from tests.conftest import MLP
 
     monitor = open_clock_monitor("cuda")
     assert monitor is not None, "NVML should answer on a machine with an NVIDIA driver"

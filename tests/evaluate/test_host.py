@@ -18,7 +18,7 @@ import pytest
 
 from passnet.evaluate import _host
 from passnet.evaluate._host import CoreGuard, HostReference, core_share
-from passnet.evaluate._record import EvalRecord, record_from_json
+from passnet.record import EvalRecord, record_from_json
 from passnet.status import Status
 
 from .test_timing import Script, steady
@@ -283,10 +283,8 @@ def test_the_host_reference_is_the_median_of_recent_children_per_device() -> Non
 def test_an_evaluation_hands_the_reference_to_its_child_and_notes_its_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from passnet.evaluate import _evaluate
-    from passnet.evaluate._isolate import ChildOutcome
-
-    from ..conftest import MLP
+    from passnet.evaluate import ChildOutcome, _evaluate
+    from tests.conftest import MLP
 
     sent = []
 
@@ -326,8 +324,7 @@ def test_a_cuda_evaluation_reports_its_timing_core_and_the_next_gets_a_reference
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from passnet.evaluate import EvalSettings, _evaluate, evaluate_sample
-
-    from ..conftest import MLP
+    from tests.conftest import MLP
 
     monkeypatch.setattr(_evaluate, "HOST_REFERENCE", HostReference())
     fast = EvalSettings(warmup=2, trials=20, max_extra_s=0.0)

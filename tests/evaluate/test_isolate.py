@@ -142,8 +142,7 @@ def test_fixed_layout_children_are_laid_out_alike_across_forkserver_starts() -> 
 
 def test_the_record_says_whether_the_childs_layout_was_fixed() -> None:
     from passnet.evaluate import EvalSettings, evaluate_sample
-
-    from ..conftest import MLP
+    from tests.conftest import MLP
 
     fast = EvalSettings(warmup=1, trials=5, max_extra_s=0.0)
     rec = evaluate_sample(MLP, "eager", settings=fast)

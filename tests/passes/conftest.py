@@ -12,15 +12,15 @@ import pytest
 import torch
 
 from passnet.data import dev_samples_dir
-from passnet.passes import MANIFEST_FILE
 from passnet.sample import load_sample
+from passnet.task import MANIFEST_FILE
 
 MLP = "transformers-auto-model/sadhaklal_mlp-iris"
 SWIN = "transformers-auto-model/vuiseng9_tiny-random-SwinModel"
 SPLADE = "transformers-auto-model/splade-mini"
 BERT = "transformers-auto-model/prajjwal1_bert-tiny"
 GAE = "torchgeometric/GAE"
-REDTEAM = Path(__file__).parent / "redteam"
+REDTEAM = Path(__file__).parent / "integrity" / "redteam"
 
 
 def sample_path(relative: str) -> Path:

@@ -10,13 +10,8 @@ import pytest
 import torch
 
 from passnet.errors import PassMismatch
-from passnet.passes import (
-    PASS_MGR_LOGGER,
-    PassManager,
-    ReplacementError,
-    load_pass_dir,
-    trace_graph,
-)
+from passnet.passes import PASS_MGR_LOGGER, PassManager, ReplacementError, load_pass_dir
+from passnet.sample import trace_graph
 from passnet.status import Status
 
 from .conftest import BERT, MLP, SWIN, run_eager

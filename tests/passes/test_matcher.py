@@ -12,8 +12,8 @@ import torch
 import torch.fx
 from torch.fx.passes.utils.matcher_utils import SubgraphMatcher
 
-from passnet.passes import Matcher, trace_graph, trace_pattern
-from passnet.sample import load_sample
+from passnet.passes import Matcher, trace_pattern
+from passnet.sample import load_sample, trace_graph
 
 from .conftest import BERT, GAE, MLP, SPLADE, SWIN, sample_path
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from passnet.evaluate._record import PassReport
-from passnet.passes import Matcher, PassManager, load_pass_dir, trace_graph, trace_pattern
+from passnet.passes import Matcher, PassManager, load_pass_dir, trace_pattern
 from passnet.passes import _manager as manager_module
 from passnet.passes._opaque import _Recorder
+from passnet.record import PassReport
+from passnet.sample import trace_graph
 
 from .conftest import BERT, run_eager
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import passnet
-from passnet.evaluate import Correctness, EvalRecord, OutputCheck
+from passnet.record import Correctness, EvalRecord, OutputCheck
 from passnet.report import default_category_of, plot_score_curves, plot_speedup_violin
 from passnet.score import compute_scores
 from passnet.status import Status

@@ -235,7 +235,7 @@ def test_echoed_log_lines_are_not_wrapped_when_the_console_is_narrow(
 
     from rich.console import Console
 
-    from passnet.score import parse_log
+    from passnet.record import parse_log
 
     out = io.StringIO()
     console = Console(file=out, width=40, force_terminal=False)

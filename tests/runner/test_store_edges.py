@@ -13,9 +13,9 @@ import pytest
 
 from passnet.errors import InputFormatError, StoreError
 from passnet.evaluate import EvalSettings
+from passnet.record import parse_log
 from passnet.runner import ResultStore, plan_items, read_records, run_evaluations
 from passnet.runner import _store as store_module
-from passnet.score import parse_log
 from passnet.status import Status
 from tests.conftest import BERT, MLP
 

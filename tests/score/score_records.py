@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from passnet.evaluate import (
+from passnet.record import (
     Correctness,
     ErrorInfo,
     EvalRecord,

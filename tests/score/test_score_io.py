@@ -6,20 +6,20 @@ import json
 
 import pytest
 from rich.console import Console
-from score_records import build_record
 
 from passnet.errors import InputFormatError
+from passnet.record import render_log
 from passnet.score import (
     compare_table,
     compute_scores,
     load_records,
     read_score,
-    render_log,
     score_table,
     split_by_run,
     write_score,
 )
 from passnet.status import Status
+from tests.score.score_records import build_record
 
 
 def _records():

@@ -7,7 +7,6 @@ import math
 import random
 
 import pytest
-from score_records import build_record
 
 from passnet.score import (
     GraphOutcome,
@@ -17,6 +16,7 @@ from passnet.score import (
     rectified_speedup,
 )
 from passnet.status import Interpretation, Status
+from tests.score.score_records import build_record
 
 
 def five_graphs():

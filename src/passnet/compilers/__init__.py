@@ -1,6 +1,9 @@
-"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs, pass_mgr, plugins.
+"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs; pass_mgr and plugins.
 
-Third-party compilers register through the ``passnet.compilers`` entry-point group::
+Compilers outside this package register through the ``passnet.compilers`` entry-point
+group, loaded on first lookup (passnet's own ``pass_mgr`` and ``pass_mgr+inductor``
+arrive this way, from :mod:`passnet.passes`, so loading the registry loads no pass
+machinery)::
 
     [project.entry-points."passnet.compilers"]
     mycomp = "mypkg.backend:MyCompiler"   # a passnet.compilers.Compiler subclass
@@ -8,6 +11,13 @@ Third-party compilers register through the ``passnet.compilers`` entry-point gro
 
 from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
 from passnet.compilers._base import COMPILERS, Compiler, create_compiler, register_compiler
-from passnet.passes import _backend  # noqa: F401 - registers pass_mgr and pass_mgr+inductor
+from passnet.compilers._builtin import compile_warm, stop_compile_workers
 
-__all__ = ["COMPILERS", "Compiler", "create_compiler", "register_compiler"]
+__all__ = [
+    "COMPILERS",
+    "Compiler",
+    "compile_warm",
+    "create_compiler",
+    "register_compiler",
+    "stop_compile_workers",
+]

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import torch
 
 from passnet.errors import CompilerConfigError
-from passnet.evaluate._record import PassReport
+from passnet.record import PassReport
 from passnet.registry import Registry
 
 __all__ = ["COMPILERS", "Compiler", "create_compiler", "register_compiler"]
@@ -18,7 +18,8 @@ __all__ = ["COMPILERS", "Compiler", "create_compiler", "register_compiler"]
 class Compiler:
     """A compiler under test.
 
-    Subclasses set ``name`` and ``requires_cuda`` and implement :meth:`compile`.
+    Subclasses set ``name``, ``requires_cuda`` and ``applies_passes`` and implement
+    :meth:`compile`.
     ``config`` holds the keyword arguments it was built with, so a record can say
     exactly what produced it. A subclass that knows all the keys it takes names them
     in ``config_keys``: any other key is then refused (:meth:`check_config`).
@@ -26,6 +27,9 @@ class Compiler:
 
     name: ClassVar[str] = ""
     requires_cuda: ClassVar[bool] = False
+    applies_passes: ClassVar[bool] = False
+    """Rewrites graphs with a pass directory (``pass_dir`` config): a task's passes feed it,
+    and an integrity violation of its outputs is ``pass_rejected``."""
     config_keys: ClassVar[frozenset[str] | None] = None
     """The config keys this compiler takes; None: not declared, the compiler checks its own."""
 

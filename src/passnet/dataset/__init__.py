@@ -1,20 +1,34 @@
 """Dataset construction (design §7).
 
-Part 1 — collect: :func:`extract` graphs from live models, :func:`validate_sample`
-against the five constraints, :func:`graph_hash` / :func:`dedup`, and the SQLite
-:class:`Catalog`. Part 2 — refine: ``decompose_samples``, ``generalize_sample``,
-``build_bench`` and their result types; those are imported on first use, so
-``passnet.dataset`` imports even where a part-2 module is absent (the name is then
-an ``AttributeError``).
+Collect: :func:`extract` graphs from live models, :func:`validate_sample` against the
+five constraints, :func:`graph_hash` / :func:`dedup`, and the SQLite :class:`Catalog`.
+Refine: :func:`decompose_samples` (fusible, classical, single-op subgraphs),
+:func:`generalize_sample` (dtype and shape variants), :func:`build_bench` (PassBench
+tasks with a train/eval split), and the reference passes' tasks
+(:func:`build_reference_task`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import Any
-
-from passnet.dataset._catalog import CATALOG_SCHEMA_VERSION, Catalog, SampleRecord, TaskRecord
+from passnet.dataset._bench import BenchResult, BenchTask, build_bench
+from passnet.dataset._catalog import (
+    CATALOG_SCHEMA_VERSION,
+    COUNT_KEYS,
+    Catalog,
+    SampleRecord,
+    TaskRecord,
+)
+from passnet.dataset._decompose import (
+    DEFAULT_OP_BOUNDS,
+    DecomposeResult,
+    SubgraphKind,
+    SubgraphRecord,
+    SubgraphStatus,
+    decompose_sample,
+    decompose_samples,
+    read_decompose_manifest,
+    write_op_ranges,
+)
 from passnet.dataset._dedup import DedupGroup, DedupReport, dedup, group_by_hash
 from passnet.dataset._extract import (
     CapturedGraph,
@@ -24,17 +38,18 @@ from passnet.dataset._extract import (
     Extractor,
     ExtractResult,
     capture_graphs,
+    dump_results,
     extract,
     extract_file,
     tensor_meta,
     write_graph_sample,
 )
-from passnet.dataset._graph import (
-    canonical_op_name,
-    compute_nodes,
-    op_sequence,
-    trace_module,
-    trace_sample,
+from passnet.dataset._generalize import (
+    GeneralizeResult,
+    VariantRecord,
+    VariantStatus,
+    generalize_sample,
+    generalize_samples,
 )
 from passnet.dataset._hash import (
     HASH_VERSION,
@@ -46,47 +61,40 @@ from passnet.dataset._hash import (
     hash_samples,
     is_assertion_op,
 )
+from passnet.dataset._reference import (
+    DEFAULT_DTYPES,
+    DEFAULT_SHAPE_FACTORS,
+    SCOPES,
+    build_reference_task,
+)
 from passnet.dataset._validate import (
     CheckStatus,
     Constraint,
     ConstraintCheck,
     ValidationReport,
-    compare_outputs,
     read_reports,
     validate_sample,
     validate_samples,
 )
-
-# Part 2: public name -> private module holding it, imported on first access.
-_PART2 = {
-    **dict.fromkeys(
-        [
-            "DecomposeResult",
-            "SubgraphKind",
-            "SubgraphRecord",
-            "SubgraphStatus",
-            "decompose_sample",
-            "decompose_samples",
-            "read_decompose_manifest",
-            "write_op_ranges",
-        ],
-        "_decompose",
-    ),
-    **dict.fromkeys(
-        ["GeneralizeResult", "VariantRecord", "VariantStatus", "generalize_sample"], "_generalize"
-    ),
-    **dict.fromkeys(["BenchResult", "BenchTask", "build_bench"], "_bench"),
-}
+from passnet.dataset._variants import cast_sample, dtype_variant, rewrite_dtype_literals
 
 __all__ = [
     "CATALOG_SCHEMA_VERSION",
+    "COUNT_KEYS",
+    "DEFAULT_DTYPES",
+    "DEFAULT_OP_BOUNDS",
+    "DEFAULT_SHAPE_FACTORS",
     "HASH_VERSION",
+    "SCOPES",
+    "BenchResult",
+    "BenchTask",
     "CanonicalGraph",
     "CapturedGraph",
     "Catalog",
     "CheckStatus",
     "Constraint",
     "ConstraintCheck",
+    "DecomposeResult",
     "DedupGroup",
     "DedupReport",
     "ExtractFailure",
@@ -94,49 +102,41 @@ __all__ = [
     "ExtractResult",
     "ExtractedGraph",
     "Extractor",
+    "GeneralizeResult",
     "HashResult",
     "InputSpec",
     "SampleRecord",
+    "SubgraphKind",
+    "SubgraphRecord",
+    "SubgraphStatus",
     "TaskRecord",
     "ValidationReport",
+    "VariantRecord",
+    "VariantStatus",
+    "build_bench",
+    "build_reference_task",
     "canonical_graph",
-    "canonical_op_name",
     "capture_graphs",
-    "compare_outputs",
-    "compute_nodes",
+    "cast_sample",
+    "decompose_sample",
+    "decompose_samples",
     "dedup",
+    "dtype_variant",
+    "dump_results",
     "extract",
     "extract_file",
+    "generalize_sample",
+    "generalize_samples",
     "graph_hash",
     "group_by_hash",
     "hash_samples",
     "is_assertion_op",
-    "op_sequence",
+    "read_decompose_manifest",
     "read_reports",
+    "rewrite_dtype_literals",
     "tensor_meta",
-    "trace_module",
-    "trace_sample",
     "validate_sample",
     "validate_samples",
     "write_graph_sample",
-] + [
-    name
-    for name, module in _PART2.items()
-    if importlib.util.find_spec(f"{__name__}.{module}") is not None
+    "write_op_ranges",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _PART2.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    qualified = f"{__name__}.{module}"
-    try:
-        found = importlib.import_module(qualified)
-    except ModuleNotFoundError as exc:
-        if exc.name != qualified:
-            raise
-        raise AttributeError(
-            f"{__name__}.{name} is not available: {qualified} is not installed"
-        ) from None
-    return getattr(found, name)

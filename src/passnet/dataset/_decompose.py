@@ -40,7 +40,6 @@ import torch
 from passnet.dataset._fold import Folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import infer_symbolic_dims
-from passnet.dataset._jsonl import read_manifest
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import (
@@ -56,7 +55,7 @@ from passnet.dataset._subgraph import (
     unit_ranges,
 )
 from passnet.errors import DatasetError, PassnetError
-from passnet.evaluate import ErrorInfo
+from passnet.record import ErrorInfo, read_manifest
 from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
 
 __all__ = [

@@ -49,10 +49,16 @@ import torch
 import torch.fx
 
 import passnet
-from passnet.dataset._graph import is_builtin_op_namespace, qualified_name
 from passnet.dataset._hash import CanonicalGraph, canonical_graph
 from passnet.errors import DatasetError, PassnetError
-from passnet.sample import Constraints, TensorMeta, load_sample, write_sample
+from passnet.sample import (
+    Constraints,
+    TensorMeta,
+    is_builtin_op_namespace,
+    load_sample,
+    qualified_name,
+    write_sample,
+)
 
 __all__ = [
     "CapturedGraph",

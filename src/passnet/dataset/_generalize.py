@@ -40,7 +40,6 @@ import sympy
 import torch
 import torch.fx
 
-from passnet.dataset._jsonl import read_manifest
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._subgraph import (
@@ -53,9 +52,15 @@ from passnet.dataset._subgraph import (
     trace_parent,
 )
 from passnet.errors import PassnetError
-from passnet.evaluate import ErrorInfo
-from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
-from passnet.sample._replay import replay_value
+from passnet.record import ErrorInfo, read_manifest
+from passnet.sample import (
+    Constraints,
+    TensorMeta,
+    find_samples,
+    load_sample,
+    replay_value,
+    write_sample,
+)
 
 __all__ = [
     "GeneralizeError",

@@ -31,10 +31,15 @@ from typing import Any
 import torch
 import torch.fx
 
-from passnet.dataset._graph import canonical_op_name, trace_sample
 from passnet.errors import DatasetError, PassnetError
-from passnet.sample import Sample, dtype_to_str, load_sample
-from passnet.sample._meta import TensorMeta
+from passnet.sample import (
+    Sample,
+    TensorMeta,
+    canonical_op_name,
+    dtype_to_str,
+    load_sample,
+    trace_sample,
+)
 from passnet.status import Status
 
 __all__ = [

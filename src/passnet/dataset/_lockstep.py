@@ -24,8 +24,7 @@ from passnet.dataset._subgraph import (
     Subgraph,
     tensor_meta_from_value,
 )
-from passnet.sample import TensorMeta
-from passnet.sample._model import compile_model_source
+from passnet.sample import TensorMeta, compile_model_source
 
 __all__ = ["RangeCheck", "load_module", "run_lockstep"]
 

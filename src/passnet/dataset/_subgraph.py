@@ -41,11 +41,17 @@ from typing import Any
 import torch
 import torch.fx
 
-from passnet.dataset._graph import canonical_op_name, compute_nodes, trace_sample
 from passnet.dataset._hash import graph_hash
 from passnet.errors import DatasetError, SampleError
-from passnet.sample import Sample, TensorMeta, load_sample
-from passnet.sample._model import forward_parameters
+from passnet.sample import (
+    Sample,
+    TensorMeta,
+    canonical_op_name,
+    compute_nodes,
+    forward_parameters,
+    load_sample,
+    trace_sample,
+)
 
 __all__ = [
     "NodeRunner",

@@ -39,20 +39,24 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
-from passnet.dataset._graph import (
+from passnet.dataset._hash import canonical_graph, is_assertion_op
+from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError
+from passnet.sample import (
+    Sample,
     canonical_op_name,
+    compare_outputs,
     compute_nodes,
     declared_custom_ops,
     is_builtin_op_namespace,
     load_custom_op,
+    load_sample,
     model_line,
     node_line,
     op_resolves,
+    parse_meta_file,
+    render_meta_file,
     trace_sample,
 )
-from passnet.dataset._hash import canonical_graph, is_assertion_op
-from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError
-from passnet.sample import Sample, load_sample, parse_meta_file, render_meta_file
 from passnet.status import Status
 
 __all__ = [
@@ -249,32 +253,11 @@ def _flatten(outputs: Any) -> list[Any]:
     return [outputs]
 
 
-def compare_outputs(
-    expected: Any, actual: Any, rtol: float = 1e-5, atol: float = 1e-6
-) -> str | None:
-    """None when the outputs agree (NaN where NaN), else what differs first."""
-    a, b = _flatten(expected), _flatten(actual)
-    if len(a) != len(b):
-        return f"{len(b)} outputs instead of {len(a)}"
-    for i, (x, y) in enumerate(zip(a, b)):
-        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return f"output {i}: {type(y).__name__} instead of {type(x).__name__}"
-        if not isinstance(x, torch.Tensor):
-            if x != y:
-                return f"output {i}: {y!r} instead of {x!r}"
-            continue
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return f"output {i}: {y.dtype} {list(y.shape)} instead of {x.dtype} {list(x.shape)}"
-        x, y = x.detach().cpu(), y.detach().cpu()
-        if x.is_floating_point() or x.is_complex():
-            if not torch.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
-                diff = (x.to(torch.float64) - y.to(torch.float64)).abs()
-                return (
-                    f"output {i}: max abs difference {diff.nan_to_num(math.inf).max().item():.3g}"
-                )
-        elif not torch.equal(x, y):
-            return f"output {i}: {int((x != y).sum())} of {x.numel()} values differ"
-    return None
+def _difference(actual: Any, expected: Any) -> str | None:
+    """None when ``actual`` outputs match ``expected`` at the baseline tolerance, else what
+    differs (:func:`passnet.sample.compare_outputs`)."""
+    found = compare_outputs(actual, expected)
+    return None if found.status is Status.OK else found.message
 
 
 class _LocatingInterpreter(torch.fx.Interpreter):
@@ -466,7 +449,7 @@ def _check_decomposable(
             **where,
         )
         return
-    difference = compare_outputs(expected, actual)
+    difference = _difference(actual, expected)
     if difference:
         checks.fail(
             Constraint.DECOMPOSABLE,
@@ -535,7 +518,7 @@ def _check_reextraction(
         return
     if loose:
         checks.notes.append("re-extraction spells some ops differently (same operators)")
-    difference = compare_outputs(expected, actual)
+    difference = _difference(actual, expected)
     if difference:
         checks.fail(static, f"re-extracted graph computes different outputs: {difference}")
         return
@@ -576,7 +559,7 @@ def validate_sample(path: str | Path, *, seed: int = 0) -> ValidationReport:
     _check_custom_ops(sample, checks)
 
     try:
-        gm = trace_sample(sample, stack_traces=True)
+        gm = trace_sample(sample)
     except DatasetError as exc:
         checks.fail(
             Constraint.STATICALLY_ANALYZABLE,

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from passnet.errors import DeviceUnavailable, PassnetError
-from passnet.evaluate._compare import Comparison, compare_outputs, flatten_outputs
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
@@ -36,6 +35,9 @@ from passnet.evaluate._timing import (
     measure_replays,
     profile_kernels,
 )
+from passnet.passes.integrity import harness_findings, mutated_inputs
+from passnet.record import BASELINE_T
+from passnet.sample import Comparison, accuracy_message, compare_outputs, flatten_outputs
 from passnet.status import Status
 
 __all__ = ["ChildRequest", "probe_device_child", "run_child"]
@@ -116,60 +118,12 @@ def _poison_free_memory(device: str) -> None:
     del blocks  # back to the caching allocator, still NaN-filled
 
 
-def _mutated(before: list[Any], after: list[Any]) -> list[int]:
-    """Indices of tensor inputs whose contents changed, bit for bit.
-
-    Values compare as their bits: ``torch.equal`` would miss NaN written over NaN's
-    place and, after ``nan_to_num``, NaN or -0.0 written over 0.0, which is enough to
-    mark an input as seen and skip work on the next call.
-    """
-    return [
-        i
-        for i, (b, a) in enumerate(zip(before, after))
-        if isinstance(b, torch.Tensor) and not _same_bits(b, a)
-    ]
-
-
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _same_bits(b: torch.Tensor, a: torch.Tensor) -> bool:
-    if b.shape != a.shape or b.dtype != a.dtype:
-        return False
-    if b.is_complex():
-        b, a = torch.view_as_real(b), torch.view_as_real(a)
-    if b.is_floating_point():
-        bits = _BITS[b.element_size()]
-        return torch.equal(b.contiguous().view(bits), a.contiguous().view(bits))
-    return torch.equal(b, a)
-
-
-def _aliases(outputs: list[Any], inputs: list[Any]) -> list[int]:
-    """Indices of outputs that share storage with an input."""
-    ptrs = {
-        v.untyped_storage().data_ptr()
-        for v in inputs
-        if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0
-    }
-    return [
-        i
-        for i, o in enumerate(outputs)
-        if isinstance(o, torch.Tensor)
-        and o.untyped_storage().nbytes() > 0
-        and o.untyped_storage().data_ptr() in ptrs
-    ]
-
-
 def _call(fn: Callable[..., Any], inputs: list[Any], device: str) -> tuple[list[Any], list[Any]]:
     args = _clone(inputs)
     with torch.no_grad():
         out = flatten_outputs(fn(*args))
     _sync(device)
     return out, args
-
-
-def _integrity_status(compiler: str) -> Status:
-    return Status.PASS_REJECTED if compiler.startswith("pass_mgr") else Status.RUNTIME_ERROR
 
 
 def _error(exc: BaseException, stage: str) -> dict[str, Any]:
@@ -295,12 +249,12 @@ def _evaluate(
         result["sample_nonfinite"] = sample_nonfinite
 
     stage.enter("compare")
-    findings = _integrity(inputs1, args_c, args_e, out_c, out_e)
+    findings = harness_findings(inputs1, args_c, args_e, out_c, out_e)
     cmp1 = compare_outputs(out_c, out_e)
     del out_c, out_e, args_c, args_e
     if findings:
         result["integrity"] = findings
-        raise _IntegrityViolation("; ".join(findings), _integrity_status(req.compiler))
+        raise _IntegrityViolation("; ".join(findings), _integrity_status(compiler))
     if not cmp1.status.ran:
         _fill_comparison(result, cmp1, draws=1)
         return
@@ -330,14 +284,14 @@ def _evaluate(
     stage.enter("eager_recheck")
     out_e2, args_e2 = _call(module, inputs2, device)
     stage.enter("compare_recheck")
-    findings = _integrity(inputs2, args_c2, args_e2, out_c2, out_e2)
+    findings = harness_findings(inputs2, args_c2, args_e2, out_c2, out_e2)
     if findings:
         result["integrity"] = findings
-        raise _IntegrityViolation("; ".join(findings), _integrity_status(req.compiler))
+        raise _IntegrityViolation("; ".join(findings), _integrity_status(compiler))
     cmp2 = compare_outputs(out_c2, out_e2)
-    if not cmp1.allclose[-5]:
+    if not cmp1.allclose[BASELINE_T]:
         first_failing: int | None = 1
-    elif not cmp2.status.ran or not cmp2.allclose[-5]:
+    elif not cmp2.status.ran or not cmp2.allclose[BASELINE_T]:
         first_failing = 2
     else:
         first_failing = None
@@ -370,6 +324,11 @@ def _evaluate(
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 
+def _integrity_status(compiler: Any) -> Status:
+    """A pass compiler's outputs that break the harness's checks are the pass's fault."""
+    return Status.PASS_REJECTED if compiler.applies_passes else Status.RUNTIME_ERROR
+
+
 class _IntegrityViolation(PassnetError):
     def __init__(self, message: str, status: Status) -> None:
         super().__init__(message)
@@ -391,26 +350,12 @@ def _nonfinite_outputs(outs: list[Any]) -> list[int]:
     ]
 
 
-def _integrity(
-    original: list[Any], args_c: list[Any], args_e: list[Any], out_c: list[Any], out_e: list[Any]
-) -> list[str]:
-    """Input mutation and output aliasing that the compiled side does and eager does not."""
-    findings = []
-    mut_c, mut_e = set(_mutated(original, args_c)), set(_mutated(original, args_e))
-    for i in sorted(mut_c - mut_e):
-        findings.append(f"compiled code mutated input {i}, which eager leaves unchanged")
-    alias_c, alias_e = set(_aliases(out_c, args_c)), set(_aliases(out_e, args_e))
-    for i in sorted(alias_c - alias_e):
-        findings.append(f"compiled output {i} aliases an input, eager's does not")
-    return findings
-
-
 def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> bool:
     # Measured calls reuse one set of inputs unless a call changes them (then each
     # call gets fresh clones, outside the timed region).
     for fn in (module, compiled):
         _, args = _call(fn, inputs, device)
-        if _mutated(inputs, args):
+        if mutated_inputs(inputs, args):
             return True
     return False
 
@@ -530,17 +475,18 @@ def _merge(a: Comparison, b: Comparison) -> Comparison:
     if not b.status.ran:
         return b
     allclose = {t: a.allclose[t] and b.allclose[t] for t in a.allclose}
-    status = Status.OK if allclose[-5] else Status.ACCURACY
-    message = a.message or b.message
-    if status is Status.ACCURACY and not message:
-        message = "outputs differ beyond the baseline tolerance on the fresh input draw"
+    status = Status.OK if allclose[BASELINE_T] else Status.ACCURACY
+    max_diff = max(a.max_diff, b.max_diff)
+    # the message names the figure the record keeps: the larger difference of the two draws
+    worse = a if a.max_diff >= b.max_diff else b
+    message = accuracy_message(worse.checks, max_diff) if status is Status.ACCURACY else ""
     return Comparison(
         status,
         message,
         a.checks,
         allclose,
         a.equal and b.equal,
-        max(a.max_diff, b.max_diff),
+        max_diff,
         (a.mean_diff + b.mean_diff) / 2,
     )
 

@@ -15,13 +15,8 @@ from passnet.errors import SampleError
 from passnet.evaluate._child import ChildRequest, probe_device_child, run_child
 from passnet.evaluate._host import HostReference
 from passnet.evaluate._isolate import ChildOutcome, run_isolated
-from passnet.evaluate._record import (
-    ErrorInfo,
-    EvalRecord,
-    compiler_config_hash,
-    record_from_dict,
-)
 from passnet.evaluate._settings import EvalSettings
+from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
 

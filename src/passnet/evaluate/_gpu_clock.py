@@ -6,7 +6,7 @@ lower SM clock, while a launch-bound side does not notice, so a change of clock 
 two runs moves a speedup. This module reads the clocks through NVML, the management
 library every NVIDIA driver installs (``libnvidia-ml.so.1``, called through ``ctypes``:
 no extra dependency), between the rounds of timed calls, and the record keeps what it
-saw (:class:`~passnet.evaluate._record.GpuReport`). It only reads: clocks and limits are
+saw (:class:`~passnet.record._schema.GpuReport`). It only reads: clocks and limits are
 never changed. Where NVML or the device cannot be found, :func:`open_clock_monitor`
 returns ``None`` and the record's ``gpu`` stays null.
 """
@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from passnet.evaluate._record import GpuReport
+from passnet.record import GpuReport
 
 __all__ = ["REASONS", "ClockMonitor", "ClockSample", "open_clock_monitor", "reason_names"]
 

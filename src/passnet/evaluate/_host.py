@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from passnet.evaluate._record import HostReport
+from passnet.record import HostReport
 
 __all__ = ["CoreGuard", "HostReference", "core_share", "siblings"]
 

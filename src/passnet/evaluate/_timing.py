@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from passnet.evaluate._record import KernelProfile, KernelShare, Timing, TimingStats
+from passnet.record import KernelProfile, KernelShare, Timing, TimingStats
 
 if TYPE_CHECKING:
     from passnet.evaluate._gpu_clock import ClockMonitor

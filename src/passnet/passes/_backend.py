@@ -1,11 +1,14 @@
 """The pass-manager compilers: ``pass_mgr`` and ``pass_mgr+inductor``.
 
-Both trace the sample module (:func:`~passnet.passes.trace_graph`), load the
+Both trace the sample module (:func:`~passnet.sample.trace_graph`), load the
 pass directory on first use (inside the evaluation child), rewrite, and fail
 with :class:`~passnet.errors.PassMismatch` when no pass matched. ``pass_mgr``
 runs the rewritten graph as it is (PassNet's ``PassMgrBackend``);
 ``pass_mgr+inductor`` compiles it with Inductor, each replacement an opaque
 custom op (:mod:`passnet.passes._opaque`).
+
+They register through the ``passnet.compilers`` entry-point group (pyproject.toml), as a
+third-party compiler would.
 
 Config: ``pass_dir`` (required), ``const_pass_dir`` (optional, trusted fixed
 passes applied first). :meth:`checked_call` turns on the dispatch guard.
@@ -21,15 +24,14 @@ from typing import Any, ClassVar
 
 import torch
 
-from passnet.compilers._base import Compiler, register_compiler
-from passnet.compilers._builtin import compile_warm
+from passnet.compilers import Compiler, compile_warm
 from passnet.errors import CompileError, CompilerConfigError, PassError, PassLoadError
-from passnet.evaluate._record import PassReport
-from passnet.passes._graph import trace_graph
-from passnet.passes._guard import DispatchGuard
 from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
 from passnet.passes._opaque import make_opaque
+from passnet.passes.integrity import DispatchGuard
+from passnet.record import PassReport
+from passnet.sample import trace_graph
 
 __all__ = ["PassMgr", "PassMgrInductor"]
 
@@ -40,6 +42,7 @@ class _PassCompiler(Compiler):
     """Shared machinery of the pass-manager compilers."""
 
     inductor: ClassVar[bool] = False
+    applies_passes = True
     # lean_launch: pass kernels on CUDA launch through passes/_launch.py (default true)
     config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch"})
 
@@ -124,13 +127,14 @@ class _PassCompiler(Compiler):
         return self._report
 
 
-@register_compiler("pass_mgr")
 class PassMgr(_PassCompiler):
     """Rewrite the graph with the pass directory's passes and run it as it is."""
 
+    name = "pass_mgr"
 
-@register_compiler("pass_mgr+inductor")
+
 class PassMgrInductor(_PassCompiler):
     """Rewrite with the passes, then compile with Inductor; replacements stay opaque custom ops."""
 
+    name = "pass_mgr+inductor"
     inductor = True

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from passnet.errors import PassLoadError
-from passnet.passes._manifest import read_manifest
 from passnet.passes._pattern import ArgSpec, Pattern, _line_in, derive_arg_spec, trace_pattern
-from passnet.passes._static import PACKAGE, rejection, scan_pass_dir
+from passnet.passes.integrity import PACKAGE, rejection, scan_pass_dir
+from passnet.task import read_manifest
 
 __all__ = ["PassRule", "load_pass_dir"]
 
@@ -49,10 +49,6 @@ class PassRule:
     replacement: Callable[..., Any]
     trusted: bool = False
     """Fixed passes of the task (``const_pass_dir``): not inspected, not guarded."""
-
-    @property
-    def replacement_name(self) -> str:
-        return getattr(self.replacement, "__name__", repr(self.replacement))
 
 
 class _SourceImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -33,11 +33,11 @@ from typing import Any
 import torch.fx
 
 from passnet.errors import PassError, PassMismatch, PassnetError
-from passnet.evaluate._record import PassReport
-from passnet.passes._guard import DispatchGuard
 from passnet.passes._loader import PassRule, load_pass_dir
 from passnet.passes._matcher import Matcher
 from passnet.passes._rewrite import replace_match
+from passnet.passes.integrity import DispatchGuard
+from passnet.record import PassReport
 from passnet.status import Status
 
 __all__ = [

@@ -39,8 +39,8 @@ from typing import Any
 import torch.fx
 from torch.fx import Node
 
-from passnet.passes._graph import describe_op, format_node, node_location
 from passnet.passes._pattern import Pattern
+from passnet.sample import describe_op, format_node, node_location
 
 __all__ = ["Match", "Matcher", "Mismatch"]
 

@@ -1,7 +1,7 @@
 """A pass's template: its ``pattern`` traced to an FX graph, and the ``replacement_args`` selection.
 
 The pattern function is traced symbolically, the same way the sample graph is
-(:mod:`passnet.passes._graph`), so both are torch-level graphs of the same calls.
+(:mod:`passnet.sample._graph`), so both are torch-level graphs of the same calls.
 ``replacement_args`` is not traced: it is called once with one opaque token per
 pattern input, and what it returns must be those tokens (selected, reordered)
 and literals — any computation on a token fails right there.
@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from passnet.errors import PassLoadError
-from passnet.passes._graph import GraphTracer, format_node, node_location
+from passnet.sample import SampleTracer, format_node, node_location
 
 __all__ = ["ArgSpec", "Literal", "Pattern", "derive_arg_spec", "trace_pattern"]
 
@@ -78,7 +78,7 @@ def trace_pattern(fn: Callable[..., Any], *, pass_name: str, file: Path) -> Patt
     try:
         # the sample graph's tracer: constant factories (torch.tensor(1.0), torch.arange(n))
         # stay calls in both, so a pattern can spell them as model.py does
-        tracer = GraphTracer()
+        tracer = SampleTracer(locations=True)
         graph = tracer.trace(fn)
         gm = torch.fx.GraphModule(tracer.root, graph, f"{pass_name}_pattern")
     except Exception as exc:  # noqa: BLE001 - any tracing failure is the pattern's fault

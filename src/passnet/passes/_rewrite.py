@@ -9,8 +9,8 @@ from typing import Any
 import torch.fx
 from torch.fx import Node
 
-from passnet.passes._graph import stable_toposort
 from passnet.passes._matcher import Match
+from passnet.sample import stable_toposort
 
 __all__ = ["replace_match"]
 

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from passnet.score import ScoreReport
 
 if TYPE_CHECKING:
-    from passnet.evaluate import EvalRecord
+    from passnet.record import EvalRecord
 
 __all__ = ["default_category_of", "plot_score_curves", "plot_speedup_violin"]
 

@@ -1,16 +1,21 @@
-"""Many evaluations: scheduling over devices, resume, result store."""
+"""Many evaluations: plan work items, run them on an executor, keep a resumable store."""
 
+from passnet.runner._executor import DevicePool, EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem, plan_items
-from passnet.runner._run import RunSummary, check_device, run_evaluations, worker_devices
+from passnet.runner._run import RunSummary, check_device, run_evaluations
 from passnet.runner._store import ResultStore, read_records
 
 __all__ = [
+    "DevicePool",
+    "EvalJob",
+    "Executor",
+    "LocalExecutor",
     "ResultStore",
     "RunSummary",
     "WorkItem",
     "check_device",
+    "local_devices",
     "plan_items",
     "read_records",
     "run_evaluations",
-    "worker_devices",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import os
 import re
@@ -15,18 +14,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
-from passnet.evaluate import (
-    EvalRecord,
-    EvalSettings,
-    compiler_config_hash,
-    evaluate_sample,
-    probe_device,
-)
+from passnet.evaluate import EvalSettings, probe_device
+from passnet.record import EvalRecord, compiler_config_hash, render_log
+from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem
 from passnet.runner._store import ResultStore
 from passnet.sample import OPTIONAL_FILES, load_sample, sample_digest
 
-__all__ = ["RunSummary", "check_device", "run_evaluations", "worker_devices"]
+__all__ = ["RunSummary", "check_device", "run_evaluations"]
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +39,6 @@ class RunSummary:
     evaluated: int = 0
     resumed: int = 0
     out_dir: Path = field(default_factory=Path)
-
-
-def worker_devices(device: str, jobs: int) -> list[str]:
-    """One device string per worker: ``cuda`` spreads workers over all local GPUs."""
-    if device == "cuda" and torch.cuda.is_available():
-        count = torch.cuda.device_count()
-        return [f"cuda:{i % count}" for i in range(jobs)]
-    return [device] * jobs
 
 
 def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...]:
@@ -141,7 +128,7 @@ def check_device(compiler: str, device: str) -> None:
 
 
 def _log_lines(rec: EvalRecord) -> list[str]:
-    from passnet.score import render_log
+    from passnet.record import render_log
 
     return render_log(rec)
 
@@ -211,14 +198,17 @@ def run_evaluations(
     settings: EvalSettings | None = None,
     out_dir: str | Path = "passnet-out",
     jobs: int = 1,
+    executor: Executor | None = None,
     console: Console | None = None,
     echo_logs: bool = True,
 ) -> RunSummary:
     """Evaluate every item not already in ``out_dir``'s store; return all their records.
 
-    Results are persisted one by one as they finish; Ctrl-C stops scheduling and
-    keeps what finished. Records keep the device kind (``cuda``/``cpu``) as the
-    resume key, so a rerun on another GPU of the same machine resumes too.
+    ``executor`` runs the evaluations (default: a :class:`LocalExecutor` with ``jobs``
+    slots on the CPU, or one slot for each of the first ``jobs`` GPUs on ``cuda``).
+    Results are persisted one by one, by this process, as they finish; Ctrl-C stops
+    scheduling and keeps what finished. Records keep the device kind (``cuda``/``cpu``)
+    as the resume key, so a rerun on another GPU of the same machine resumes too.
     """
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
@@ -238,14 +228,17 @@ def run_evaluations(
             console.print(
                 f"resuming: {len(done)} of {len(items)} evaluations already in {store.dir}"
             )
-        devices = worker_devices(device, max(1, jobs))
-        if todo and device.startswith("cuda"):
-            problem = probe_device(devices[0])
-            if problem is not None:
-                raise DeviceUnavailable(
-                    f"an evaluation child cannot use {devices[0]}: {problem}; nothing was evaluated",
-                    device=device,
-                )
+        own_executor = executor is None
+        if executor is None:
+            executor = LocalExecutor(local_devices(device, jobs, torch.cuda.device_count()))
+            first = executor.pool.slots[0]
+            if todo and device.startswith("cuda"):
+                problem = probe_device(first)
+                if problem is not None:
+                    raise DeviceUnavailable(
+                        f"an evaluation child cannot use {first}: {problem}; nothing was evaluated",
+                        device=device,
+                    )
         new: list[EvalRecord] = []
         log_path = store.dir / EVAL_LOG
         progress = Progress(
@@ -258,48 +251,41 @@ def run_evaluations(
             transient=False,
         )
 
-        def work(index: int, item: WorkItem) -> EvalRecord:
-            dev = devices[index % len(devices)]
-            rec = evaluate_sample(
-                item.path, compiler, compiler_config, dev, settings, graph_label=item.label
-            )
-            rec.device = device  # the resume key names the device kind the user asked for
-            return rec
-
         try:
             log_file = _open_log(log_path)
         except OSError as exc:
             raise StoreError(f"cannot write the log: {exc.strerror}", path=log_path) from exc
         with progress, log_file:
             task = progress.add_task(f"{compiler} on {device}", total=len(todo), last="")
-            with cf.ThreadPoolExecutor(max_workers=len(devices)) as pool:
-                futures = {pool.submit(work, i, item): item for i, item in enumerate(todo)}
-                try:
-                    for fut in cf.as_completed(futures):
-                        rec = fut.result()
-                        lines = _log_lines(rec)
-                        # the log first: a kill between the two leaves a logged evaluation
-                        # that the rerun evaluates and logs again (the later entry counts),
-                        # never a stored record missing from the log
-                        log_file.write("\n".join(lines) + "\n")
-                        log_file.flush()
-                        os.fsync(log_file.fileno())
-                        store.add(rec)
-                        new.append(rec)
-                        if echo_logs:
-                            for line in lines:
-                                # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
-                                progress.console.print(
-                                    line, markup=False, highlight=False, soft_wrap=True
-                                )
-                        progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
-                except KeyboardInterrupt:
-                    for f in futures:
-                        f.cancel()
-                    console.print(
-                        "[yellow]interrupted: finished results are saved; rerun to resume"
-                    )
-                    raise
+            jobs_todo = [
+                EvalJob(item, compiler, compiler_config, device, settings) for item in todo
+            ]
+            finished = executor.run(jobs_todo)
+            try:
+                for rec in finished:
+                    lines = render_log(rec)
+                    # the log first: a kill between the two leaves a logged evaluation
+                    # that the rerun evaluates and logs again (the later entry counts),
+                    # never a stored record missing from the log
+                    log_file.write("\n".join(lines) + "\n")
+                    log_file.flush()
+                    os.fsync(log_file.fileno())
+                    store.add(rec)
+                    new.append(rec)
+                    if echo_logs:
+                        for line in lines:
+                            # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
+                            progress.console.print(
+                                line, markup=False, highlight=False, soft_wrap=True
+                            )
+                    progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
+            except KeyboardInterrupt:
+                console.print("[yellow]interrupted: finished results are saved; rerun to resume")
+                raise
+            finally:
+                finished.close()  # cancels what has not started
+                if own_executor:
+                    executor.close()
         by_label = {r.graph: r for r in [*done, *new]}
         ordered = [by_label[i.label] for i in items if i.label in by_label]
         # The folder's other records of this run's kind, without a second record of a

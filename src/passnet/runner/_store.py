@@ -14,7 +14,6 @@ exclusive lock on ``.passnet.lock`` while open.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import os
 import sqlite3
@@ -23,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from passnet.errors import InputFormatError, StoreError
-from passnet.evaluate import EvalRecord, read_records, record_from_json
+from passnet.record import EvalRecord, read_records, record_from_json
 
 try:
     import fcntl
@@ -310,6 +309,3 @@ class ResultStore:
             self._db.close()
             self._db = None  # type: ignore[assignment]
         self._release()
-
-    def dump_json(self) -> str:
-        return json.dumps([r.to_dict() for r in self.records()], indent=1)

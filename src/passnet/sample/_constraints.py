@@ -24,10 +24,6 @@ class Constraints:
     input_shapes: dict[str, list[int | str]] = field(default_factory=dict)
     """Parameter name → shape whose entries are ints or sympy expressions as strings."""
 
-    def dynamic_params(self) -> dict[str, list[int | str]]:
-        """Parameters whose shape mentions a symbol."""
-        return {k: v for k, v in self.input_shapes.items() if any(isinstance(d, str) for d in v)}
-
 
 def _sympy_only_import(name: str, *args: Any, **kwargs: Any) -> Any:
     if name != "sympy" and not name.startswith("sympy."):

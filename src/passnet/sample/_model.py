@@ -10,7 +10,6 @@ line numbers for tracebacks.
 from __future__ import annotations
 
 import ast
-import inspect
 import math
 import re
 from pathlib import Path
@@ -139,8 +138,3 @@ def forward_parameters(source: str, sample: Path | None = None) -> list[tuple[st
                 "GraphModule has no forward()", sample=sample, file="model.py", line=node.lineno
             )
     raise SampleError("model.py defines no class GraphModule", sample=sample, file="model.py")
-
-
-def signature_names(cls: type[torch.nn.Module]) -> list[str]:
-    """Parameter names of ``cls.forward`` (without self)."""
-    return list(inspect.signature(cls.forward).parameters)[1:]

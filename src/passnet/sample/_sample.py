@@ -16,10 +16,10 @@ import torch.fx
 
 from passnet.errors import SampleError
 from passnet.sample._constraints import Constraints, parse_constraints_file
+from passnet.sample._graph import trace_graph
 from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
-from passnet.sample._trace import SampleTracer, trace_module
 
 __all__ = ["Sample", "load_sample"]
 
@@ -89,7 +89,7 @@ class Sample:
         """
         module = self.build_module("cpu")
         try:
-            return trace_module(module, SampleTracer(keep_factories=False))
+            return trace_graph(module, locations=False, keep_factories=False)
         except Exception as exc:  # noqa: BLE001 - tracing failures are reported as sample errors
             raise SampleError(
                 f"cannot trace model.py with torch.fx: {type(exc).__name__}: {exc}",

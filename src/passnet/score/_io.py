@@ -7,15 +7,13 @@ import logging
 from pathlib import Path
 
 from passnet.errors import InputFormatError
-from passnet.evaluate._record import EvalRecord, read_records
-from passnet.score._logparse import parse_log
+from passnet.record import EvalRecord, parse_log, read_records
 from passnet.score._result import ScoreReport
 
 __all__ = [
     "RESULTS_FILE",
     "SCORE_FILE",
     "load_records",
-    "read_jsonl",
     "read_score",
     "split_by_run",
     "write_score",
@@ -29,11 +27,6 @@ SCORE_FILE = "aggregated_score.json"
 
 _JSONL_SUFFIXES = (".jsonl", ".json")
 _LOG_SUFFIXES = (".log", ".txt")
-
-
-def read_jsonl(path: str | Path) -> list[EvalRecord]:
-    """Records of a JSON Lines file (see :func:`passnet.evaluate.read_records`)."""
-    return read_records(path)
 
 
 def _looks_like_jsonl(path: Path) -> bool:
@@ -69,10 +62,10 @@ def load_records(path: str | Path, *, compiler: str | None = None) -> list[EvalR
         if not results.is_file():
             raise InputFormatError(
                 f"results folder has no {RESULTS_FILE}; give the folder written by "
-                "`passnet run`, a .jsonl records file or a PassNet/GraphNet log file",
+                "`passnet eval`, a .jsonl records file or a PassNet/GraphNet log file",
                 file=path,
             )
-        return read_jsonl(results)
+        return read_records(results)
     if not path.is_file():
         raise InputFormatError("no such results folder, records file or log file", file=path)
     if path.name == "aggregated_score.json" or (path.suffix == ".json" and _is_score_file(path)):
@@ -82,7 +75,7 @@ def load_records(path: str | Path, *, compiler: str | None = None) -> list[EvalR
             file=path,
         )
     if _looks_like_jsonl(path):
-        return read_jsonl(path)
+        return read_records(path)
     return parse_log(path, compiler=compiler)
 
 

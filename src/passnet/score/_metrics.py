@@ -25,7 +25,7 @@ from passnet.score._result import Components, ScoreParams, ScoreReport
 from passnet.status import Interpretation, Status, num_error_classes
 
 if TYPE_CHECKING:
-    from passnet.evaluate._record import EvalRecord
+    from passnet.record import EvalRecord
 
 __all__ = [
     "aggregate_weights",

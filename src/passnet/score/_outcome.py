@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from passnet.errors import InputFormatError
-from passnet.score._tolerance import BASELINE_T, TOLERANCE_LEVELS
+from passnet.record import BASELINE_T, TOLERANCE_LEVELS
 from passnet.status import Interpretation, Status, error_code
 
 if TYPE_CHECKING:
-    from passnet.evaluate._record import EvalRecord
+    from passnet.record import EvalRecord
 
 __all__ = [
     "BASELINE_T",

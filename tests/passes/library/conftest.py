@@ -20,10 +20,10 @@ from torch.fx.passes.utils.matcher_utils import InternalMatch, SubgraphMatcher
 
 from passnet.data import dev_samples_dir
 from passnet.passes._loader import _importing, _SourceImporter
-from passnet.passes._rules import PACKAGE
+from passnet.passes.integrity import PACKAGE
 from passnet.passes.library import get_reference_pass
+from passnet.record import baseline_tolerance
 from passnet.sample import load_sample
-from passnet.score import baseline_tolerance
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _captured: dict[tuple[str, str, int], list[Any]] = {}

@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from passnet.data import dev_samples_dir
-from passnet.passes import PassManager, trace_graph
+from passnet.passes import PassManager
 from passnet.passes.library import get_reference_pass
-from passnet.sample import load_sample
-from passnet.score import baseline_tolerance
+from passnet.record import baseline_tolerance
+from passnet.sample import load_sample, trace_graph
 from tests.passes.library.conftest import (
     DTYPES,
     assert_replacement_matches,

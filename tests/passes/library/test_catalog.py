@@ -7,19 +7,19 @@ import json
 import pytest
 
 from passnet.errors import RegistryError
-from passnet.passes import inspect_pass_dir, read_manifest
+from passnet.passes.integrity import inspect_pass_dir
 from passnet.passes.library import (
     LIBRARY_DIR,
-    RULE_ORDER_FILE,
     PassInstallError,
     get_reference_pass,
     install_pass,
     reference_passes,
 )
+from passnet.task import MANIFEST_FILE, read_manifest
 
 
 def test_catalog_lists_every_pass_folder_and_nothing_else():
-    folders = {p.parent.name for p in LIBRARY_DIR.glob(f"*/{RULE_ORDER_FILE}")}
+    folders = {p.parent.name for p in LIBRARY_DIR.glob(f"*/{MANIFEST_FILE}")}
     assert folders == {p.name for p in reference_passes()}
     assert len(folders) >= 6
 
@@ -44,14 +44,14 @@ def test_install_into_a_new_pass_dir_copies_rules_and_writes_the_manifest(tmp_pa
         written[0].read_bytes()
         == (get_reference_pass("rms_norm").folder / "FusedRMSNorm.py").read_bytes()
     )
-    assert json.loads((tmp_path / "pass_dir" / RULE_ORDER_FILE).read_text()) == ["FusedRMSNorm"]
+    assert json.loads((tmp_path / "pass_dir" / MANIFEST_FILE).read_text()) == ["FusedRMSNorm"]
 
 
 def test_install_appends_to_an_existing_manifest_and_is_idempotent(tmp_path):
     pass_dir = tmp_path / "pass_dir"
     pass_dir.mkdir()
     (pass_dir / "Mine.py").write_text("# a user's pass\n")
-    (pass_dir / RULE_ORDER_FILE).write_text('["Mine"]')
+    (pass_dir / MANIFEST_FILE).write_text('["Mine"]')
     install_pass("add_layer_norm", pass_dir)
     install_pass("linear_bias_gelu", pass_dir)
     install_pass("add_layer_norm", pass_dir)

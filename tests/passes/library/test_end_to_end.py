@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from passnet.passes import PassManager, load_task, trace_graph
-from passnet.passes.library import build_reference_task, get_reference_pass, reference_passes
-from passnet.sample import load_sample
-from passnet.score import baseline_tolerance
+from passnet.dataset import build_reference_task
+from passnet.passes import PassManager
+from passnet.passes.library import get_reference_pass, reference_passes
+from passnet.record import baseline_tolerance
+from passnet.sample import load_sample, trace_graph
+from passnet.task import load_task
 
 # T5 overflows in fp16 (as it does in eager: the comparison skips non-finite values),
 # which the Triton interpreter reports when it rounds to fp16.

@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.fx
 
-from passnet.passes import PassManager, trace_graph
+from passnet.passes import PassManager
 from passnet.passes.library import get_reference_pass
-from passnet.sample import load_sample
+from passnet.sample import load_sample, trace_graph
 from tests.passes.library.conftest import (
     DTYPES,
     assert_replacement_matches,
@@ -554,7 +554,7 @@ def test_rel_pos_shifted_replacement_refuses_what_it_does_not_implement(load_rul
 def test_rel_pos_general_path_runs_under_the_dispatch_guard(load_rule, device):
     """The general path's eager checks (index.view(-1), the bias view on a meta tensor) and
     its copies reach ATen only through ops the guard allows."""
-    from passnet.passes._guard import DispatchGuard
+    from passnet.passes.integrity import DispatchGuard
 
     guard = DispatchGuard()
     gen = torch.Generator().manual_seed(29)

@@ -9,22 +9,20 @@ there by the pass manager (in its isolated child).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from passnet.errors import PassLoadError, RegistryError
+from passnet.errors import RegistryError
+from passnet.task import read_manifest
 
 __all__ = [
     "LIBRARY_DIR",
-    "RULE_ORDER_FILE",
     "ReferencePass",
     "get_reference_pass",
     "reference_passes",
 ]
 
 LIBRARY_DIR = Path(__file__).parent
-RULE_ORDER_FILE = "sorted_output_pass_rule_names.json"
 
 _BERT = (
     "transformers-auto-model/prajjwal1_bert-tiny",
@@ -52,18 +50,7 @@ class ReferencePass:
     @property
     def rules(self) -> list[str]:
         """Rule names in load order, as ``sorted_output_pass_rule_names.json`` lists them."""
-        path = self.folder / RULE_ORDER_FILE
-        try:
-            names = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PassLoadError(
-                f"cannot read the rule order: {exc}", file=path, pass_name=self.name
-            ) from exc
-        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise PassLoadError(
-                "the rule order must be a JSON list of names", file=path, pass_name=self.name
-            )
-        return names
+        return read_manifest(self.folder)
 
     def rule_files(self) -> list[Path]:
         """The ``<Rule>.py`` files, in load order."""

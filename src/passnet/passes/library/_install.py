@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
 from pathlib import Path
 
-from passnet.errors import PassError, PassLoadError
-from passnet.passes.library._catalog import RULE_ORDER_FILE, get_reference_pass
+from passnet.errors import PassError
+from passnet.passes.library._catalog import get_reference_pass
+from passnet.task import MANIFEST_FILE, read_manifest, write_manifest
 
 __all__ = ["PassInstallError", "install_pass"]
 
@@ -18,18 +17,6 @@ log = logging.getLogger(__name__)
 
 class PassInstallError(PassError):
     """A reference pass cannot be put into a pass directory (``pass_name``, ``file``)."""
-
-
-def _read_order(path: Path) -> list[str]:
-    if not path.is_file():
-        return []
-    try:
-        names = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PassLoadError(f"cannot read the rule order: {exc}", file=path) from exc
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        raise PassLoadError("the rule order must be a JSON list of names", file=path)
-    return names
 
 
 def install_pass(name: str, pass_dir: str | Path, *, overwrite: bool = False) -> list[Path]:
@@ -44,8 +31,7 @@ def install_pass(name: str, pass_dir: str | Path, *, overwrite: bool = False) ->
     ref = get_reference_pass(name)
     pass_dir = Path(pass_dir)
     pass_dir.mkdir(parents=True, exist_ok=True)
-    order_path = pass_dir / RULE_ORDER_FILE
-    order = _read_order(order_path)
+    order = read_manifest(pass_dir) if (pass_dir / MANIFEST_FILE).is_file() else []
     written = []
     for src in ref.rule_files():
         dst = pass_dir / src.name
@@ -62,8 +48,6 @@ def install_pass(name: str, pass_dir: str | Path, *, overwrite: bool = False) ->
         written.append(dst)
         if src.stem not in order:
             order.append(src.stem)
-    tmp = order_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(order, indent=4) + "\n")
-    os.replace(tmp, order_path)
+    write_manifest(pass_dir, order)
     log.info("installed reference pass %s into %s: %s", name, pass_dir, [p.stem for p in written])
     return written

@@ -1,0 +1,66 @@
+"""The ``passnet`` command line: thin wrappers that parse arguments and call the library.
+
+One module per command group, registered in pipeline order: :mod:`._eval` (eval,
+samples), :mod:`._score` (score, plot), :mod:`._task` (task), :mod:`._library`
+(library), :mod:`._dataset` (extract ... bench build). Commands import the library
+when they run, so ``passnet --help`` starts without torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from passnet.cli import _dataset, _eval, _library, _score, _task
+from passnet.errors import PassnetError
+
+__all__ = ["build_parser", "main"]
+
+TOP_EXAMPLES = """\
+examples:
+  passnet eval "$(passnet samples)" --compiler inductor --out runs/inductor   # the shipped graphs
+  passnet score runs/inductor --json aggregated_score.json
+  passnet plot runs/inductor runs/eager --out figures/
+  passnet task new bert-task SAMPLE... && passnet eval bert-task --compiler pass_mgr
+Each command has its own --help with more examples.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="passnet",
+        description="Evaluate compilers and passes on real GraphNet computation graphs; build datasets.",
+        epilog=TOP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (_eval, _score, _task, _library, _dataset):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    console = Console(stderr=False)
+    try:
+        return int(args.func(args, console) or 0)
+    except PassnetError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

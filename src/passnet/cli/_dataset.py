@@ -1,0 +1,709 @@
+"""``passnet extract | validate | hash | dedup | db | decompose | generalize | bench build``:
+thin commands over :mod:`passnet.dataset`, in pipeline order."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from passnet.errors import PassnetError, StoreError
+
+__all__ = ["add_commands"]
+
+EXTRACT_EXAMPLES = """\
+examples:
+  passnet extract models/mlp.py --out samples              # -> samples/mlp/
+  passnet extract models/*.py --out samples --catalog samples/catalog.sqlite
+  passnet extract models/bert.py --name bert-tiny --dynamic --source huggingface_hub
+A model file defines get_model() (the nn.Module) and get_inputs() (a tuple/list of
+positional inputs, a dict of keyword inputs, or one tensor); optional GRAPH_NET = {...}
+adds graph_net.json fields. A graph break gives OUT/NAME/subgraph_<i>/.
+Re-running skips models whose folder already holds samples (--force re-extracts).
+"""
+
+VALIDATE_EXAMPLES = """\
+examples:
+  passnet validate samples/                          # every sample under samples/
+  passnet validate samples/ --out validation.jsonl   # one JSON report per line; re-run resumes
+  passnet validate list.txt --catalog catalog.sqlite
+Constraints: runnable, serializable, decomposable, statically_analyzable,
+custom_op_accessible (reload -> run -> re-extract -> compare). Exit status 1 if any fails.
+"""
+
+HASH_EXAMPLES = """\
+examples:
+  passnet hash src/passnet/data/graphnet
+  passnet hash samples/ --json hashes.json
+  passnet hash samples/ --write          # rewrite graph_hash.txt with the canonical hash
+"""
+
+DEDUP_EXAMPLES = """\
+examples:
+  passnet dedup samples/ --out dedup.json
+  passnet dedup samples/ other/ --kept unique.txt     # list file: feed it to other commands
+  passnet dedup samples/ --catalog catalog.sqlite     # records duplicate_of in the catalog
+The first sample of each hash (in path order) is kept; the others are recorded, not deleted.
+"""
+
+DB_EXAMPLES = """\
+examples:
+  passnet db catalog.sqlite add samples/
+  passnet db catalog.sqlite counts --by source
+  passnet db catalog.sqlite counts --by op_count --unique
+  passnet db catalog.sqlite find --ops linear,gelu            # samples containing linear -> gelu
+  passnet db catalog.sqlite find --ops F.layer_norm,F.linear --kind fusible
+An op matches a canonical name exactly (F.linear, Tensor.view, operator.add) or by its
+last part (linear, view, add).
+"""
+
+
+DECOMPOSE_EXAMPLES = """\
+examples:
+  passnet decompose src/passnet/data/graphnet --out subgraphs --kind fusible
+  passnet decompose samples/resnet18 --out subgraphs --kind fusible classical single-op
+  passnet decompose samples/ --out subgraphs --kind classical --min-ops 4 --max-ops 62
+  passnet decompose samples/ --out subgraphs --kind fusible --method every-prefix   # slow reference
+  passnet decompose samples/ --out subgraphs --catalog catalog.sqlite
+Writes OUT/<sample>/<kind>/<start>-<stop>/ (GraphNet samples; provenance in graph_net.json)
+and OUT/decompose.jsonl (one record per sample). Re-running resumes: samples already
+recorded there are skipped (--no-resume redoes them). Classical motifs are folded over
+all given samples together (OUT/folding.json).
+"""
+
+GENERALIZE_EXAMPLES = """\
+examples:
+  passnet generalize subgraphs/ --out variants
+  passnet generalize samples/bert --out variants --dtypes float16 --shape-factors 2 4 8
+  passnet generalize subgraphs/ --out variants --no-shapes --device cuda
+Writes OUT/<sample>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
+outputs, and OUT/generalize.jsonl; failing variants are listed with the reason.
+"""
+
+BENCH_EXAMPLES = """\
+examples:
+  passnet bench build subgraphs/ --out bench --seed 0
+  passnet bench build subgraphs/ variants/ --out bench --kind fusible --stride 2 --eval-fraction 0.1
+  passnet bench build subgraphs/ --out bench --catalog catalog.sqlite --overwrite
+Writes OUT/{train,eval}/<task>/ (graph_list.txt, graphs/<dtype>/<shape-bucket>/<graph>/,
+pass_dir/, entry.sh) and OUT/manifest.json. Same inputs and seed give identical files;
+no operator sequence is in both train and eval.
+"""
+
+
+@contextmanager
+def _progress(console: Console, label: str, total: int) -> Iterator[Any]:
+    columns = (
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(
+        *columns, console=console, transient=True, disable=not console.is_terminal
+    ) as progress:
+        task = progress.add_task("", total=total)
+
+        def advance(description: str = "") -> None:
+            progress.update(task, advance=1, description=description)
+
+        yield advance
+
+
+def _catalog(path: str | None) -> Any:
+    if not path:
+        return nullcontext(None)
+    from passnet.dataset import Catalog
+
+    return Catalog(path)
+
+
+def _existing_catalog(path: str) -> Any:
+    if not Path(path).is_file():
+        raise StoreError(
+            "catalog does not exist (fill one with --catalog or 'passnet db PATH add')", file=path
+        )
+    from passnet.dataset import Catalog
+
+    return Catalog(path)
+
+
+def _short(path: str | Path, width: int = 70) -> str:
+    text = str(path)
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+# --------------------------------------------------------------------------- extract
+
+
+def _cmd_extract(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import ExtractOptions, extract_file
+
+    if args.name and len(args.files) > 1:
+        raise PassnetError("--name needs exactly one FILE")
+    options = ExtractOptions(dynamic=args.dynamic, source=args.source, overwrite=args.force)
+    results = []
+    with (
+        _catalog(args.catalog) as catalog,
+        _progress(console, "extract", len(args.files)) as advance,
+    ):
+        for file in args.files:
+            result = extract_file(
+                file, args.out, name=args.name, options=options, resume=not args.force
+            )
+            results.append(result)
+            if catalog is not None:
+                for graph in result.graphs:
+                    try:
+                        catalog.add_sample(
+                            graph.path, provenance={"tool": "passnet extract", "file": str(file)}
+                        )
+                    except PassnetError as exc:
+                        console.print(
+                            f"[yellow]not catalogued[/yellow] {graph.path}: {exc}", highlight=False
+                        )
+            advance(Path(file).name)
+    table = Table("model", "samples", "repeats", "outcome")
+    for r in results:
+        outcome = (
+            "skipped (exists)"
+            if r.skipped
+            else ("ok" if r.ok else "; ".join(str(f) for f in r.failures))
+        )
+        table.add_row(r.model, str(len(r.graphs)), str(len(r.duplicates)), outcome)
+    console.print(table)
+    if args.json:
+        from passnet.dataset import dump_results
+
+        Path(args.json).write_text(dump_results(results) + "\n")
+        console.print(f"written: {args.json}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import read_reports, validate_samples
+    from passnet.sample import find_samples
+
+    paths = find_samples(args.paths)
+    previous = read_reports(args.out) if args.out and not args.no_resume else []
+    done = {r.sample for r in previous}
+    todo = [p for p in paths if str(p) not in done]
+    if previous:
+        console.print(
+            f"resuming: {len(paths) - len(todo)} of {len(paths)} samples already in {args.out}"
+        )
+    # Reports are appended as they finish, so a killed run keeps what it did.
+    out = open(args.out, "w" if args.no_resume else "a") if args.out else None  # noqa: SIM115
+    reports = [r for r in previous if r.sample in {str(p) for p in paths}]
+    try:
+        with (
+            _catalog(args.catalog) as catalog,
+            _progress(console, "validate", len(todo)) as advance,
+        ):
+
+            def on_report(report: Any) -> None:
+                if out is not None:
+                    out.write(report.to_json() + "\n")
+                    out.flush()
+                if catalog is not None:
+                    failed = [c.to_dict() for c in report.failed]
+                    try:
+                        if not catalog.has_sample(report.sample):
+                            catalog.add_sample(report.sample)
+                        catalog.record_validation(report.sample, report.status.value, failed)
+                    except PassnetError as exc:
+                        console.print(
+                            f"[yellow]not catalogued[/yellow] {report.sample}: {exc}",
+                            highlight=False,
+                        )
+                reports.append(report)
+                advance(Path(report.sample).name)
+
+            validate_samples(todo, seed=args.seed, on_report=on_report)
+    finally:
+        if out is not None:
+            out.close()
+    table = Table("sample", "status", "constraint", "where", "why")
+    for r in reports:
+        if r.ok:
+            table.add_row(_short(r.sample), "[green]ok", "", "", "; ".join(r.notes))
+        for check in r.failed:
+            table.add_row(
+                _short(r.sample),
+                "[red]failed",
+                check.constraint.value,
+                check.where(),
+                check.message,
+            )
+    console.print(table)
+    bad = sum(not r.ok for r in reports)
+    console.print(f"{len(reports)} samples: {len(reports) - bad} valid, {bad} failed")
+    return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------- hash / dedup
+
+
+def _cmd_hash(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import hash_samples
+    from passnet.sample import find_samples
+
+    paths = find_samples(args.paths)
+    with _progress(console, "hash", len(paths)) as advance:
+        results = hash_samples(paths, on_result=lambda r: advance(Path(r.sample).name))
+    table = Table("ops", "sample", "graph_hash")
+    table.columns[2].no_wrap = True
+    for r in results:
+        table.add_row(
+            str(r.op_count) if r.graph_hash else "",
+            _short(r.sample, 50),
+            r.graph_hash or f"[red]{r.error}",
+        )
+        if args.write and r.graph_hash:
+            Path(r.sample, "graph_hash.txt").write_text(r.graph_hash)
+    console.print(table)
+    hashes = {r.graph_hash for r in results if r.graph_hash}
+    errors = sum(not r.graph_hash for r in results)
+    console.print(f"{len(results)} samples, {len(hashes)} unique hashes, {errors} errors")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        console.print(f"written: {args.json}")
+    return 1 if errors else 0
+
+
+def _cmd_dedup(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import dedup
+    from passnet.sample import find_samples
+
+    paths = find_samples(args.paths)
+    with _progress(console, "hash", len(paths)) as advance:
+        report = dedup(paths, on_result=lambda r: advance(Path(r.sample).name))
+    if args.catalog:
+        with _catalog(args.catalog) as catalog:
+            for group in report.groups:
+                for sample in [group.kept, *group.duplicates]:
+                    try:
+                        catalog.add_sample(sample)
+                    except PassnetError as exc:
+                        console.print(
+                            f"[yellow]not catalogued[/yellow] {sample}: {exc}", highlight=False
+                        )
+                        continue
+                    catalog.mark_duplicate(sample, group.kept if sample != group.kept else None)
+    table = Table("kept", "duplicates", "graph_hash")
+    for group in report.groups:
+        if group.duplicates:
+            table.add_row(
+                _short(group.kept, 50),
+                "\n".join(_short(d, 50) for d in group.duplicates),
+                group.graph_hash[:16],
+            )
+    if table.row_count:
+        console.print(table)
+    for error in report.errors:
+        console.print(f"[red]cannot hash[/red] {error.sample}: {error.error}", highlight=False)
+    summary = report.to_dict()
+    console.print(
+        f"{summary['total']} samples: {summary['unique']} unique, {summary['duplicates']} duplicates, "
+        f"{len(report.errors)} errors"
+    )
+    if args.out:
+        report.write(args.out)
+        console.print(f"written: {args.out}")
+    if args.kept:
+        Path(args.kept).write_text("".join(f"{Path(k).resolve()}\n" for k in report.kept))
+        console.print(f"written: {args.kept}")
+    return 1 if report.errors else 0
+
+
+# --------------------------------------------------------------------------- db
+
+
+def _cmd_db_add(args: argparse.Namespace, console: Console) -> int:
+    from passnet.sample import find_samples
+
+    paths = find_samples(args.paths)
+    failed = 0
+    with _catalog(args.catalog) as catalog, _progress(console, "add", len(paths)) as advance:
+        for path in paths:
+            try:
+                catalog.add_sample(path, kind=args.kind, source=args.source)
+            except PassnetError as exc:
+                failed += 1
+                console.print(f"[red]not added[/red] {path}: {exc}", highlight=False)
+            advance(path.name)
+    console.print(f"{len(paths) - failed} samples recorded in {args.catalog}")
+    return 1 if failed else 0
+
+
+def _cmd_db_counts(args: argparse.Namespace, console: Console) -> int:
+    with _existing_catalog(args.catalog) as catalog:
+        rows = catalog.counts(args.by, unique=args.unique)
+    table = Table(args.by, "samples")
+    for key, n in rows:
+        table.add_row(key, str(n))
+    table.add_row("[bold]total", f"[bold]{sum(n for _, n in rows)}")
+    console.print(table)
+    return 0
+
+
+def _cmd_db_find(args: argparse.Namespace, console: Console) -> int:
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    if not ops:
+        raise PassnetError("--ops needs at least one op name")
+    with _existing_catalog(args.catalog) as catalog:
+        found = catalog.find(ops, kind=args.kind)
+    if args.json:
+        console.out(json.dumps([{**r.to_dict(), "position": i} for r, i in found], indent=2))
+        return 0
+    table = Table("sample", "kind", "ops", "at", "matched")
+    for record, i in found:
+        table.add_row(
+            _short(record.path),
+            record.kind,
+            str(record.op_count),
+            str(i),
+            " → ".join(record.ops[i : i + len(ops)]),
+        )
+    console.print(table)
+    console.print(f"{len(found)} samples contain {' → '.join(ops)}")
+    return 0
+
+
+# --------------------------------------------------------------------------- decompose, generalize, bench
+
+
+def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import SubgraphKind, SubgraphStatus, decompose_samples
+
+    kinds = [SubgraphKind.parse(k) for k in args.kind]
+    bounds = None
+    if args.min_ops is not None or args.max_ops is not None:
+        from passnet.dataset import DEFAULT_OP_BOUNDS
+
+        bounds = {
+            k.value: (
+                args.min_ops if args.min_ops is not None else DEFAULT_OP_BOUNDS[k][0],
+                args.max_ops if args.max_ops is not None else DEFAULT_OP_BOUNDS[k][1],
+            )
+            for k in kinds
+        }
+    with _catalog(args.catalog) as catalog:
+        results = decompose_samples(
+            args.paths,
+            args.out,
+            kinds,
+            resume=not args.no_resume,
+            progress=console.is_terminal,
+            catalog=catalog,
+            op_bounds=bounds,
+            method=args.method,
+            device=args.device,
+            seed=args.seed,
+        )
+    counts = Counter((r.kind, r.status) for res in results for r in res.subgraphs)
+    table = Table("kind", *[s.value for s in SubgraphStatus])
+    for k in kinds:
+        table.add_row(k.value, *[str(counts[(k.value, s)]) for s in SubgraphStatus])
+    console.print(table)
+    failed = [res for res in results if res.status != "ok"]
+    for res in failed:
+        for e in res.errors:
+            where = ", ".join(f"{k}={v}" for k, v in e.context.items())
+            console.print(
+                f"[red]{e.stage}[/red] {escape(res.sample)}: {escape(e.message)} [{escape(where)}]"
+            )
+    console.print(
+        f"decompose: {len(results) - len(failed)} of {len(results)} samples without errors; "
+        f"records in {args.out}/decompose.jsonl"
+    )
+    return 1 if failed else 0
+
+
+def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import VariantStatus, generalize_samples
+
+    results = generalize_samples(
+        args.paths,
+        args.out,
+        resume=not args.no_resume,
+        progress=console.is_terminal,
+        dtypes=args.dtypes,
+        shape_factors=[] if args.no_shapes else args.shape_factors,
+        cross=not args.no_cross,
+        device=args.device,
+        seed=args.seed,
+    )
+    table = Table("sample", "symbols", "written", "failed")
+    for res in results:
+        written = sum(v.status is VariantStatus.WRITTEN for v in res.variants)
+        symbols = ", ".join(f"{k}={v}" for k, v in res.symbols.items()) + (
+            " (probed)" if res.probed else ""
+        )
+        table.add_row(
+            escape(res.sample[-60:]), symbols or "-", str(written), str(len(res.variants) - written)
+        )
+    console.print(table)
+    errors = 0
+    for res in results:
+        if res.error is not None:
+            errors += 1
+            console.print(f"[red]error[/red] {escape(res.sample)}: {escape(res.error.message)}")
+        for v in res.variants:
+            if v.status is VariantStatus.FAILED:
+                console.print(
+                    f"[yellow]variant failed[/yellow] {escape(res.sample)} {v.name}: {escape(v.reason)}"
+                )
+    return 1 if errors else 0
+
+
+def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import build_bench
+
+    with _catalog(args.catalog) as catalog:
+        result = build_bench(
+            args.paths,
+            args.out,
+            seed=args.seed,
+            stride=args.stride,
+            eval_fraction=args.eval_fraction,
+            max_graphs_per_task=args.max_graphs,
+            kinds=args.kind,
+            overwrite=args.overwrite,
+            catalog=catalog,
+            progress=console.is_terminal,
+        )
+    manifest = result.manifest()
+    table = Table("split", "tasks", "graphs")
+    for split in ("train", "eval"):
+        table.add_row(
+            split, str(manifest["counts"][split]["tasks"]), str(manifest["counts"][split]["graphs"])
+        )
+    console.print(table)
+    for s in result.skipped:
+        console.print(f"[yellow]skipped[/yellow] {escape(s['path'])}: {escape(s['reason'])}")
+    console.print(f"written: {args.out} (manifest.json)")
+    return 0
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``extract``, ``validate``, ``hash``, ``dedup``, ``db``, ``decompose``,
+    ``generalize`` and ``bench build``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    paths_help = "sample folder, folder searched for samples, or a text file listing samples"
+
+    p = subparsers.add_parser(
+        "extract",
+        help="extract GraphNet samples from model files",
+        epilog=EXTRACT_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "files",
+        metavar="FILE.py",
+        nargs="+",
+        help="Python file defining get_model() and get_inputs()",
+    )
+    p.add_argument("--out", default="extracted", help="output folder (default: extracted)")
+    p.add_argument("--name", help="sample name (default: the file's stem; one FILE only)")
+    p.add_argument("--dynamic", action="store_true", help="symbolic shapes (SymInt placeholders)")
+    p.add_argument("--source", default="passnet.extract", help="graph_net.json source field")
+    p.add_argument(
+        "--force", action="store_true", help="re-extract models whose output folder exists"
+    )
+    p.add_argument("--catalog", help="record the samples in this SQLite catalog")
+    p.add_argument("--json", help="write the extraction results as JSON")
+    p.set_defaults(func=_cmd_extract)
+
+    p = subparsers.add_parser(
+        "validate",
+        help="check samples against the five dataset constraints",
+        epilog=VALIDATE_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    p.add_argument("--out", help="append one JSON report per sample (JSON Lines); resumes from it")
+    p.add_argument(
+        "--no-resume", action="store_true", help="start --out afresh instead of resuming from it"
+    )
+    p.add_argument("--catalog", help="record outcomes in this SQLite catalog")
+    p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs")
+    p.set_defaults(func=_cmd_validate)
+
+    p = subparsers.add_parser(
+        "hash", help="canonical graph hash of samples", epilog=HASH_EXAMPLES, formatter_class=fmt
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    p.add_argument("--json", help="write the hashes as JSON")
+    p.add_argument(
+        "--write", action="store_true", help="write each hash into the sample's graph_hash.txt"
+    )
+    p.set_defaults(func=_cmd_hash)
+
+    p = subparsers.add_parser(
+        "dedup", help="keep one sample per graph hash", epilog=DEDUP_EXAMPLES, formatter_class=fmt
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    p.add_argument("--out", help="write the dedup report (JSON)")
+    p.add_argument("--kept", help="write the kept samples as a list file")
+    p.add_argument("--catalog", help="record samples and duplicate_of in this SQLite catalog")
+    p.set_defaults(func=_cmd_dedup)
+
+    db = subparsers.add_parser(
+        "db", help="query the dataset catalog (SQLite)", epilog=DB_EXAMPLES, formatter_class=fmt
+    )
+    db.add_argument("catalog", metavar="PATH.sqlite", help="catalog file")
+    db_sub = db.add_subparsers(dest="db_command", metavar="COMMAND", required=True)
+    from passnet.dataset import COUNT_KEYS
+
+    q = db_sub.add_parser(
+        "counts", help="number of samples per group", epilog=DB_EXAMPLES, formatter_class=fmt
+    )
+    q.add_argument("--by", default="source", choices=COUNT_KEYS)
+    q.add_argument("--unique", action="store_true", help="leave duplicates out")
+    q.set_defaults(func=_cmd_db_counts)
+    q = db_sub.add_parser(
+        "find", help="samples containing an op sequence", epilog=DB_EXAMPLES, formatter_class=fmt
+    )
+    q.add_argument("--ops", required=True, help="comma-separated op names, in order")
+    q.add_argument("--kind", help="only samples of this kind (graph, fusible, ...)")
+    q.add_argument("--json", action="store_true", help="print JSON records")
+    q.set_defaults(func=_cmd_db_find)
+    q = db_sub.add_parser(
+        "add", help="record samples in the catalog", epilog=DB_EXAMPLES, formatter_class=fmt
+    )
+    q.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    q.add_argument("--kind", default="graph", help="sample kind (default: graph)")
+    q.add_argument("--source", help="source (default: graph_net.json's)")
+    q.set_defaults(func=_cmd_db_add)
+    kinds = ["fusible", "classical", "single-op", "single_op"]
+
+    p = subparsers.add_parser(
+        "decompose",
+        help="cut samples into fusible / classical / single-op subgraph samples",
+        epilog=DECOMPOSE_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    p.add_argument("--out", required=True, help="folder for the subgraph samples")
+    p.add_argument(
+        "--kind",
+        nargs="+",
+        default=["fusible", "classical", "single-op"],
+        choices=kinds,
+        help="subgraph kinds (default: all three)",
+    )
+    p.add_argument(
+        "--min-ops",
+        type=int,
+        default=None,
+        help="fewest operators per subgraph (default: fusible 2, classical 4)",
+    )
+    p.add_argument(
+        "--max-ops",
+        type=int,
+        default=None,
+        help="most operators per subgraph (default: fusible 35, classical 62)",
+    )
+    p.add_argument(
+        "--method",
+        default="one-compile",
+        choices=["one-compile", "every-prefix"],
+        help="fusible analysis: one Inductor compilation (default) or the every-prefix reference",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="device for runs and Inductor code generation (default: cpu)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs (default: 0)")
+    p.add_argument("--catalog", help="record subgraphs (parent, range) in this SQLite catalog")
+    p.add_argument(
+        "--no-resume", action="store_true", help="redo samples already in decompose.jsonl"
+    )
+    p.set_defaults(func=_cmd_decompose)
+
+    p = subparsers.add_parser(
+        "generalize",
+        help="dtype and shape variants of samples, each validated by running it",
+        epilog=GENERALIZE_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help=paths_help)
+    p.add_argument("--out", required=True, help="folder for the variants")
+    p.add_argument(
+        "--dtypes",
+        nargs="*",
+        default=["float16", "bfloat16"],
+        choices=["float16", "bfloat16"],
+        help="target dtypes of float32 tensors (default: float16 bfloat16)",
+    )
+    p.add_argument(
+        "--shape-factors",
+        nargs="+",
+        type=int,
+        default=[2, 4],
+        help="scale each dynamic dimension by these factors (default: 2 4)",
+    )
+    p.add_argument("--no-shapes", action="store_true", help="dtype variants only")
+    p.add_argument("--no-cross", action="store_true", help="shape variants in float32 only")
+    p.add_argument(
+        "--device", default="cpu", help="device the variants are validated on (default: cpu)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs (default: 0)")
+    p.add_argument(
+        "--no-resume", action="store_true", help="redo samples already in generalize.jsonl"
+    )
+    p.set_defaults(func=_cmd_generalize)
+
+    bench = subparsers.add_parser(
+        "bench", help="PassBench-style benchmark tasks", epilog=BENCH_EXAMPLES, formatter_class=fmt
+    )
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="COMMAND", required=True)
+    p = bench_sub.add_parser(
+        "build",
+        help="bucket subgraphs into tasks with a leak-free train/eval split",
+        epilog=BENCH_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "paths", metavar="SUBGRAPHS", nargs="+", help="subgraph samples (folders or list files)"
+    )
+    p.add_argument("--out", required=True, help="benchmark folder to write (absent or empty)")
+    p.add_argument("--seed", type=int, default=0, help="seed of sampling and split (default: 0)")
+    p.add_argument(
+        "--stride", type=int, default=1, help="sampling stride σ within an op sequence (default: 1)"
+    )
+    p.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.2,
+        help="share of op sequences held out for eval (default: 0.2)",
+    )
+    p.add_argument("--max-graphs", type=int, default=16, help="most graphs per task (default: 16)")
+    p.add_argument(
+        "--kind",
+        nargs="+",
+        default=None,
+        choices=[*kinds, "graph"],
+        help="only subgraphs of these kinds (default: all)",
+    )
+    p.add_argument("--catalog", help="record tasks in this SQLite catalog")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.set_defaults(func=_cmd_bench_build)

@@ -1,0 +1,288 @@
+"""``passnet eval`` and ``passnet samples``: evaluate a compiler on samples or tasks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from passnet.errors import PassnetError
+
+__all__ = ["add_commands"]
+
+EVAL_EXAMPLES = """\
+examples:
+  passnet eval src/passnet/data/graphnet --compiler inductor --device cpu --out runs/inductor
+  passnet eval timm/resnet18 --compiler eager --warmup 5 --trials 20
+  passnet eval samples.txt --compiler inductor --device cuda --jobs 8   # one worker per GPU
+  passnet eval TASK_DIR --compiler pass_mgr                              # a PassBench task
+Re-running the same command resumes: finished evaluations in --out are skipped.
+--out's aggregated_score.json scores all its graphs evaluated with this compiler,
+configuration and device, those of earlier commands with other PATHs too (a task: its graphs).
+"""
+
+
+def _parse_config(items: Sequence[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PassnetError(f"--config expects KEY=VALUE, got {item!r}")
+        try:
+            config[key] = json.loads(value)
+        except json.JSONDecodeError:
+            config[key] = value
+    return config
+
+
+def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from passnet.evaluate import EvalSettings
+    from passnet.runner import plan_items, run_evaluations
+
+    try:
+        settings = EvalSettings(
+            warmup=args.warmup,
+            trials=args.trials,
+            seed=args.seed,
+            timeout_s=args.timeout,
+            num_threads=args.threads,
+            time_graphs=not args.no_timing,
+            flush_l2=args.flush_l2,
+            replay_timing=args.replay_timing,
+            profile_kernels=args.profile_kernels,
+            fixed_layout=not args.random_layout,
+        )
+    except ValueError as exc:
+        raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
+    from passnet.compilers import COMPILERS
+
+    COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
+    config = _parse_config(args.config)
+    runs = _eval_targets(args.paths, args.compiler, config, args.out)
+    status = 0
+    for paths, run_config, out_dir, score_dir in runs:
+        items = plan_items(paths)
+        if not items:
+            raise PassnetError(
+                "no samples found (a sample is a folder with model.py)",
+                paths=" ".join(map(str, paths)),
+            )
+        summary = run_evaluations(
+            items,
+            compiler=args.compiler,
+            compiler_config=run_config,
+            device=args.device,
+            settings=settings,
+            out_dir=out_dir,
+            jobs=args.jobs,
+            console=console,
+            echo_logs=not args.quiet,
+        )
+        _print_summary(summary.records, console)
+        # The score describes the results folder: its records of this compiler, configuration
+        # and device, earlier commands' too. A task's is the task's: its graph list.
+        scored = summary.records if score_dir else summary.folder_records
+        if len(scored) > len(summary.records):
+            console.print(
+                f"score: the {len(scored)} graphs of {out_dir} evaluated with this compiler, "
+                f"configuration and device ({len(scored) - len(summary.records)} by earlier "
+                "commands)"
+            )
+        status |= _write_scores(scored, out_dir, score_dir, console)
+        console.print(
+            f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
+        )
+    return status
+
+
+def _eval_targets(
+    paths: list[str], compiler: str, config: dict[str, Any], out: str | None
+) -> list[tuple[list[str], dict[str, Any], Path, Path | None]]:
+    """Each task folder is its own run (its pass_dir feeds pass compilers); plain paths form one run."""
+    from passnet.task import load_task
+
+    tasks = [
+        p
+        for p in paths
+        if (Path(p) / "graph_list.txt").is_file() and (Path(p) / "pass_dir").is_dir()
+    ]
+    plain = [p for p in paths if p not in tasks]
+    several = len(tasks) + bool(plain) > 1
+    if out and several:
+        names = [Path(t).resolve().name for t in tasks]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise PassnetError(
+                f"several tasks are named {clash[0]!r}: their results would share "
+                f"{Path(out) / clash[0]}; evaluate them with separate --out folders"
+            )
+    runs = []
+    from passnet.compilers import COMPILERS
+
+    applies_passes = COMPILERS.get(compiler).applies_passes
+    for t in tasks:
+        task = load_task(t)
+        task_cfg = dict(config)
+        if applies_passes:
+            task_cfg = {**task.compiler_config(), **config}
+        out_dir = (
+            Path(out) / task.path.name
+            if out and several
+            else Path(out or task.path / "passnet-out")
+        )
+        runs.append(([t], task_cfg, out_dir, task.path))
+    if plain:
+        runs.append((plain, config, Path(out or "passnet-out"), None))
+    return runs
+
+
+def _print_summary(records: list[Any], console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title="evaluations")
+    # the replay and kernel columns only where they were asked for (--replay-timing,
+    # --profile-kernels)
+    replay = any(r.settings.get("replay_timing") for r in records)
+    kernels = any(r.settings.get("profile_kernels") for r in records)
+    columns = ["graph", "status", "speedup e2e", "speedup device"]
+    columns += ["speedup replay"] if replay else []
+    columns += ["speedup kernels"] if kernels else []
+    for col in (*columns, "max diff", "note"):
+        table.add_column(col)
+    for r in records:
+        cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
+        cells += [_x(r.speedup_replay)] if replay else []
+        cells += [_x(r.speedup_kernels)] if kernels else []
+        cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
+        table.add_row(*cells, _note(r, replay, kernels))
+    console.print(table)
+
+
+def _note(r: Any, replay: bool, kernels: bool) -> str:
+    """The error, or else every timing remark that applies (unstable, GPU clock held back,
+    no replay, no profile)."""
+    if r.error:
+        return r.error.message[:60]
+    notes = ["unstable timing"] if _unstable(r) else []
+    if r.gpu and r.gpu.below_limit_samples:
+        why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
+        notes.append(f"GPU clock down to {r.gpu.sm_mhz_min}/{r.gpu.sm_mhz_limit} MHz{why}")
+    if replay and r.compiled and r.compiled.replay_error:
+        notes.append(r.compiled.replay_error[:60])
+    if kernels and r.compiled and r.compiled.kernels_error:
+        notes.append(r.compiled.kernels_error[:60])
+    return "; ".join(notes)
+
+
+def _x(speedup: float | None) -> str:
+    return f"{speedup:.3f}" if speedup else "-"
+
+
+def _unstable(r: Any) -> bool:
+    return bool((r.eager and r.eager.unstable) or (r.compiled and r.compiled.unstable))
+
+
+def _write_scores(
+    records: list[Any], out_dir: Path, score_dir: Path | None, console: Console
+) -> int:
+    from passnet.score import compute_scores, score_table, write_score
+
+    scorable = [r for r in records if r.status.value != "sample_error"]
+    if not scorable:
+        console.print("[yellow]no scorable graphs (all are sample errors): no score written")
+        return 0
+    if all(r.settings.get("time_graphs") is False for r in scorable):
+        # Correctness only: a score would charge every graph as untimed (a failure).
+        console.print("[yellow]--no-timing: correctness only, no score written")
+        return 0
+    # All graphs of a task form one sample for the sample correctness ratio.
+    group = (lambda r: score_dir.name) if score_dir else None
+    kwargs = {"group_of": group} if group else {}
+    report = compute_scores(records, score_id=(score_dir or out_dir).name, **kwargs)
+    console.print(score_table(report))
+    for folder in {out_dir, *([score_dir] if score_dir else [])}:
+        path = write_score(report, Path(folder) / "aggregated_score.json")
+        console.print(f"score: {path}")
+    return 0
+
+
+def _cmd_samples(args: argparse.Namespace, console: Console) -> int:
+    from passnet.data import dev_samples_dir
+
+    print(dev_samples_dir())
+    return 0
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``eval`` and ``samples``."""
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate a compiler on samples or tasks (eager vs compiled, correctness, timing)",
+        epilog=EVAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="sample folder, folder searched recursively, list file, or task",
+    )
+    p.add_argument(
+        "--compiler", default="inductor", help="registered compiler name (default: inductor)"
+    )
+    p.add_argument(
+        "--device", default="cpu", help="cpu, cuda (all local GPUs) or cuda:N (default: cpu)"
+    )
+    p.add_argument("--warmup", type=int, default=25, help="warm-up calls per side (default: 25)")
+    p.add_argument("--trials", type=int, default=100, help="timed calls per side (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first input draw (default: 0)")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per evaluation (default: 600)"
+    )
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads in each evaluation")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="concurrent evaluations (on CUDA: spread over GPUs)"
+    )
+    p.add_argument(
+        "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="compiler option (repeatable)",
+    )
+    p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument(
+        "--flush-l2",
+        action="store_true",
+        help="CUDA: evict the GPU's L2 cache before every timed call (cold-cache timing)",
+    )
+    p.add_argument(
+        "--replay-timing",
+        action="store_true",
+        help="CUDA: also time each side replayed as a CUDA graph (the device floor)",
+    )
+    p.add_argument(
+        "--profile-kernels",
+        action="store_true",
+        help="CUDA: also record what the GPU ran per call, under the CUDA profiler",
+    )
+    p.add_argument(
+        "--random-layout",
+        action="store_true",
+        help="let the kernel randomize each run's child address-space layout (default: the "
+        "same layout in every run, for comparable runs)",
+    )
+    p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
+    p.set_defaults(func=_cmd_eval)
+
+    p = subparsers.add_parser(
+        "samples", help="print the folder of the 29 GraphNet dev samples shipped with passnet"
+    )
+    p.set_defaults(func=_cmd_samples)

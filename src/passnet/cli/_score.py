@@ -1,0 +1,163 @@
+"""``passnet score`` and ``passnet plot``: scores and figures from records or logs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from passnet.errors import PassnetError
+
+__all__ = ["add_commands"]
+
+log = logging.getLogger("passnet")
+
+SCORE_EXAMPLES = """\
+examples:
+  passnet score runs/inductor                       # results folder (results.jsonl)
+  passnet score runs/inductor/results.jsonl --b 0.1 --p 0 --json aggregated_score.json
+  passnet score eval.log --interpretation mismatch_extended --speedup device
+"""
+
+PLOT_EXAMPLES = """\
+examples:
+  passnet plot runs/inductor runs/eager --out figures/
+  passnet plot nlp=runs/nlp cv=runs/cv --out figures/     # NAME=INPUT sets legend names
+"""
+
+
+def _cmd_score(args: argparse.Namespace, console: Console) -> int:
+    from passnet.score import (
+        compute_scores,
+        default_group_of,
+        load_records,
+        score_table,
+        write_score,
+    )
+
+    inputs = _distinct_inputs(args.inputs)
+    records, source_of = [], {}
+    for src in inputs:
+        for r in load_records(src):
+            records.append(r)
+            source_of[id(r)] = src
+    score_id = args.id if args.id is not None else Path(args.inputs[0]).name
+    # Several inputs (task folders, say): graphs of different inputs never share a sample.
+    group_of = (
+        (lambda r: f"{source_of[id(r)]}::{default_group_of(r)}")
+        if len(inputs) > 1
+        else default_group_of
+    )
+    try:
+        report = compute_scores(
+            records,
+            b=args.b,
+            p=args.p,
+            interpretation=args.interpretation,
+            speedup_kind=args.speedup,
+            count_sample_errors=args.count_sample_errors,
+            score_id=score_id,
+            group_of=group_of,
+        )
+    except ValueError as exc:  # b or p out of range, nothing to score, several runs mixed, ...
+        raise PassnetError(str(exc), inputs=" ".join(args.inputs)) from exc
+    console.print(score_table(report))
+    if args.json:
+        console.print(f"written: {write_score(report, Path(args.json))}")
+    return 0
+
+
+def _distinct_inputs(inputs: list[str]) -> list[str]:
+    """The inputs, each records file once (``r1``, ``r1/`` and ``r1/results.jsonl`` are one)."""
+    seen: dict[Path, str] = {}
+    for src in inputs:
+        from passnet.score import RESULTS_FILE
+
+        path = Path(src).resolve()
+        if path.is_dir():
+            path = path / RESULTS_FILE
+        if path in seen:
+            log.warning("%s is the same records as %s: read once", src, seen[path])
+            continue
+        seen[path] = src
+    return list(seen.values())
+
+
+def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from passnet.report import plot_score_curves, plot_speedup_violin
+    from passnet.score import compute_scores, load_records
+
+    reports, record_sets = {}, {}
+    for item in args.inputs:
+        name, sep, src = item.partition("=")
+        if not sep:
+            name, src = Path(item).name or item, item
+        if name in record_sets:
+            raise PassnetError(
+                f"two inputs are named {name!r}: name them apart as NAME=INPUT", inputs=item
+            )
+        records = load_records(src)
+        record_sets[name] = records
+        try:
+            reports[name] = compute_scores(records, interpretation=args.interpretation)
+        except ValueError as exc:  # nothing to score, several runs mixed, ...
+            raise PassnetError(str(exc), inputs=src) from exc
+    paths = [
+        *plot_score_curves(reports, Path(args.out)),
+        *plot_speedup_violin(record_sets, Path(args.out)),
+    ]
+    for p in paths:
+        console.print(f"written: {p}")
+    return 0
+
+
+def _score_options(p: argparse.ArgumentParser) -> None:
+    # Ranges are checked once, by ScoreParams; _cmd_score turns its ValueError into an error.
+    p.add_argument(
+        "--b", type=float, default=0.1, help="failure penalty b in (0, 1] (default: 0.1)"
+    )
+    p.add_argument("--p", type=float, default=0.0, help="slowdown penalty p >= 0 (default: 0)")
+    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    p.add_argument(
+        "--speedup", default="e2e", choices=["e2e", "device"], help="which speedup to score"
+    )
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``score`` and ``plot``."""
+    p = subparsers.add_parser(
+        "score",
+        help="compute S_t, ES_t, AS, fast_p from records or PassNet/GraphNet logs",
+        epilog=SCORE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="results folder, .jsonl file or log file"
+    )
+    _score_options(p)
+    p.add_argument(
+        "--count-sample-errors",
+        action="store_true",
+        help="score sample errors as b instead of excluding them",
+    )
+    p.add_argument("--json", default=None, metavar="FILE", help="write aggregated_score.json here")
+    p.add_argument(
+        "--id",
+        default=None,
+        help='the "id" field of aggregated_score.json (default: the name of the first INPUT)',
+    )
+    p.set_defaults(func=_cmd_score)
+
+    p = subparsers.add_parser(
+        "plot",
+        help="S_t / ES_t curves and speedup violins as PNG",
+        epilog=PLOT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT")
+    p.add_argument("--out", required=True, help="folder for the PNG files")
+    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    p.set_defaults(func=_cmd_plot)

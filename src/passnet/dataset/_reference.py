@@ -1,0 +1,103 @@
+"""A PassBench-style task per reference pass, built from the real graphs it matches.
+
+Two scopes: ``graph`` (the default) takes the whole source samples, so a pass is
+measured end to end on real models; ``site`` takes the subgraphs around the pass's
+matches in them (:mod:`passnet.dataset._sites`), PassBench's unit: variants
+of one subgraph in several shapes and dtypes (design §4.2).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from passnet.data import dev_samples_dir
+from passnet.dataset._decompose import SubgraphStatus
+from passnet.dataset._sites import reference_patterns, shape_variants, site_subgraphs
+from passnet.dataset._variants import dtype_variant
+from passnet.errors import SampleError
+from passnet.passes.library import get_reference_pass, install_pass
+from passnet.sample import dtype_to_str, is_sample_dir
+from passnet.task import Task, create_task, load_task
+
+__all__ = ["DEFAULT_DTYPES", "DEFAULT_SHAPE_FACTORS", "SCOPES", "build_reference_task"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+SCOPES = ("graph", "site")
+DEFAULT_SHAPE_FACTORS: tuple[int, ...] = (2, 4)
+"""Site scope: the batch symbol scaled by these factors (plus the site's own shape)."""
+
+
+def build_reference_task(
+    name: str,
+    out_dir: str | Path,
+    samples_root: str | Path | None = None,
+    *,
+    dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
+    scope: str = "graph",
+    shape_factors: Sequence[int] = DEFAULT_SHAPE_FACTORS,
+) -> Task:
+    """Create the task of reference pass ``name`` at ``out_dir`` and return it loaded.
+
+    The task's graphs are the pass's source samples (found under ``samples_root``,
+    default: the shipped dev samples) in every dtype of ``dtypes``, as
+    ``graphs/<sample>_<dtype>/``, each validated by running it eagerly (see
+    :func:`dtype_variant`). Its ``pass_dir`` holds the pass, and ``entry.sh``
+    evaluates it with the ``pass_mgr`` compiler. ``out_dir`` must not exist or
+    be empty. A missing source sample or a variant that does not run is a
+    :class:`~passnet.errors.SampleError`, raised before anything is written there.
+
+    ``scope="site"`` builds the task from the pass's sites instead (PassBench's
+    unit, design §4.2): every distinct subgraph around a match in the source
+    samples (written once per canonical hash and sample), at its own shape and
+    with its batch symbol scaled by each of ``shape_factors`` (variants the pass
+    no longer matches are left out), in every dtype, as
+    ``graphs/<sample>_<start>-<stop>[_S0-<n>]_<dtype>/``; the task is named
+    ``reference-<name>-sites``. A sample the pass does not match, or a site that
+    cannot be cut out faithfully, is a ``SampleError``. ``shape_factors`` is not
+    used with the graph scope.
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    ref = get_reference_pass(name)
+    root = Path(samples_root) if samples_root is not None else dev_samples_dir()
+    for rel in ref.source_samples:
+        if not is_sample_dir(root / rel):
+            raise SampleError(
+                f"reference pass {name!r} is built from this sample, which is not under the samples root",
+                sample=root / rel,
+            )
+    patterns = reference_patterns(ref) if scope == "site" else []
+    with tempfile.TemporaryDirectory(prefix="passnet-reftask-") as tmp:
+        sources: list[tuple[Path, str]] = []  # (fp32 sample, name stem)
+        for rel in ref.source_samples:
+            if scope == "graph":
+                sources.append((root / rel, Path(rel).name))
+                continue
+            _, records = site_subgraphs(
+                ref, root / rel, Path(tmp) / "sites" / Path(rel).name, patterns
+            )
+            for r in records:
+                if r.status is not SubgraphStatus.WRITTEN:
+                    continue
+                stem = f"{Path(rel).name}_{r.start:04d}-{r.stop:04d}"
+                shapes = shape_variants(
+                    patterns, r.path, Path(tmp) / "shapes" / stem, tuple(shape_factors)
+                )
+                sources += [(p, f"{stem}_{label}" if label else stem) for p, label in shapes]
+        variants = []
+        for src, stem in sources:
+            for dtype in dtypes:
+                label = dtype_to_str(dtype).removeprefix("torch.")
+                variants.append(dtype_variant(src, Path(tmp) / f"{stem}_{label}", dtype))
+        suffix = "-sites" if scope == "site" else ""
+        task = create_task(out_dir, variants, name=f"reference-{name}{suffix}")
+    install_pass(name, task.pass_dir)
+    log.info("built reference task %s at %s (%d graphs)", name, task.path, len(task.graphs))
+    return load_task(task.path)

@@ -1,0 +1,68 @@
+"""The evaluation record: its schema and versions, tolerance tables, JSON Lines, and the
+PassNet/GraphNet log format (rendered from records, parsed back into records).
+
+Everything above this package (sample comparison, compilers, the evaluator, the
+runner, scores, reports) speaks in these types; this package imports nothing of
+passnet but :mod:`passnet.status` and :mod:`passnet.errors`.
+"""
+
+from passnet.record._jsonl import read_manifest
+from passnet.record._log import dtype_from_name, render_log
+from passnet.record._logparse import parse_log
+from passnet.record._schema import (
+    SCHEMA_VERSION,
+    Correctness,
+    ErrorInfo,
+    EvalRecord,
+    GpuReport,
+    HostReport,
+    KernelProfile,
+    KernelShare,
+    OutputCheck,
+    PassReport,
+    Timing,
+    TimingStats,
+    compiler_config_hash,
+    config_hash,
+    latest_records,
+    read_records,
+    record_from_dict,
+    record_from_json,
+)
+from passnet.record._tolerance import (
+    BASELINE_T,
+    TOLERANCE_LEVELS,
+    baseline_tolerance,
+    log_key,
+    tolerance,
+)
+
+__all__ = [
+    "BASELINE_T",
+    "SCHEMA_VERSION",
+    "TOLERANCE_LEVELS",
+    "Correctness",
+    "ErrorInfo",
+    "EvalRecord",
+    "GpuReport",
+    "HostReport",
+    "KernelProfile",
+    "KernelShare",
+    "OutputCheck",
+    "PassReport",
+    "Timing",
+    "TimingStats",
+    "baseline_tolerance",
+    "compiler_config_hash",
+    "config_hash",
+    "dtype_from_name",
+    "latest_records",
+    "log_key",
+    "parse_log",
+    "read_manifest",
+    "read_records",
+    "record_from_dict",
+    "record_from_json",
+    "render_log",
+    "tolerance",
+]

@@ -1,0 +1,471 @@
+"""The evaluation record: one per graph × compiler × configuration (design §4.4).
+
+Records are plain dataclasses with a ``schema_version``; :func:`record_from_dict`
+migrates older versions on load. JSON Lines on disk, mirrored in SQLite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from passnet.errors import InputFormatError
+from passnet.status import Status
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Correctness",
+    "ErrorInfo",
+    "EvalRecord",
+    "GpuReport",
+    "HostReport",
+    "KernelProfile",
+    "KernelShare",
+    "OutputCheck",
+    "PassReport",
+    "TimingStats",
+    "Timing",
+    "config_hash",
+    "record_from_dict",
+    "record_from_json",
+    "read_records",
+]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""Version 2 dropped ``roofline`` (a field no version-1 record ever set)."""
+
+
+@dataclass
+class TimingStats:
+    """Summary of one series of timed calls, in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    n: int
+
+    @property
+    def relative_iqr(self) -> float:
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else float("inf")
+
+
+@dataclass
+class KernelProfile:
+    """What the GPU ran for one call, from the CUDA profiler (``profile_kernels``): every
+    device activity of the call (kernels, copies, fills), without the gaps between them."""
+
+    ms_per_call: float
+    """Summed duration of the call's device activities, mean over ``calls`` calls."""
+    activities_per_call: float
+    calls: int
+    top: list[KernelShare] = field(default_factory=list)
+    """The activities with the largest total time (at most five), largest first."""
+
+
+@dataclass
+class KernelShare:
+    """One kernel (or copy, or fill) in a :class:`KernelProfile`: its name, its time per call
+    and how often it ran per call."""
+
+    name: str
+    ms_per_call: float
+    count_per_call: float
+
+
+@dataclass
+class Timing:
+    """Timing of one side (eager or compiled): host clock (e2e) and device events."""
+
+    e2e: TimingStats
+    device: TimingStats | None = None
+    retries: int = 0
+    """How many times the measurement was repeated with more trials because it was unstable."""
+    unstable: bool = False
+    """Still unstable after all retries: a timing flag, never a correctness failure."""
+    replay: TimingStats | None = None
+    """CUDA only, on request (``replay_timing``): device milliseconds of one replay of the
+    call captured as a CUDA graph, the device floor without launch overhead."""
+    replay_error: str | None = None
+    """Why ``replay`` is missing although it was asked for (the call could not be captured)."""
+    kernels: KernelProfile | None = None
+    """CUDA only, on request (``profile_kernels``): the call's device activity under the
+    CUDA profiler."""
+    kernels_error: str | None = None
+    """Why ``kernels`` is missing although it was asked for."""
+
+
+@dataclass
+class HostReport:
+    """The timing thread's CPU core on CUDA (``core_guard``): where it ran and what the core
+    guard did (:class:`passnet.evaluate._host.CoreGuard`)."""
+
+    cores: list[int]
+    """The cores this worker's timing thread could use (its share)."""
+    core: int
+    """The core it ended on."""
+    probe_ns: float | None
+    """This child's own fastest probe: nanoseconds per iteration of the guard's fixed Python
+    loop (never the reference handed down, even where that was faster)."""
+    slow_factor: float
+    """A core whose probe exceeded ``slow_factor`` × ``probe_ns`` counted as slowed down."""
+    checks: int = 0
+    """Probes of the current core (before and after each round of timed calls)."""
+    slow_checks: int = 0
+    """Probes that found the current core slowed down."""
+    moves: int = 0
+    """Times the thread moved to a faster core."""
+    remeasured_rounds: int = 0
+    """Rounds of timed calls measured again because the core slowed down during them."""
+    all_slow: int = 0
+    """Times every core of the share was still slowed down after the wait (the reference then
+    became the fastest core's probe, and timing went on)."""
+    reference_ns: float | None = None
+    """The host's full speed from earlier children (median of their ``probe_ns``), if any."""
+    waited_s: float = 0.0
+    """Seconds spent waiting for a host whose every core was slowed down."""
+    probe_median_ns: float | None = None
+    """Median of the current core's probes before and after each round: the host's speed
+    while timing, where ``probe_ns`` is its best."""
+
+
+@dataclass
+class GpuReport:
+    """The GPU's clocks while a graph was timed (CUDA, where NVML answers): read between the
+    rounds of timed calls, never changed (:mod:`passnet.evaluate._gpu_clock`)."""
+
+    samples: int
+    """Readings taken (after warm-up and after each round)."""
+    sm_mhz_median: float
+    sm_mhz_min: int
+    sm_mhz_max: int
+    sm_mhz_limit: int | None = None
+    """The device's maximum SM clock."""
+    mem_mhz_median: float | None = None
+    temperature_c_max: int | None = None
+    power_w_median: float | None = None
+    reasons: list[str] = field(default_factory=list)
+    """Why the clocks were below their maximum, in any reading (NVML's clock event reasons,
+    e.g. ``sw_power_cap``, ``hw_thermal_slowdown``)."""
+    below_limit_samples: int | None = None
+    """Readings with the SM clock below ``sm_mhz_limit``."""
+
+
+@dataclass
+class OutputCheck:
+    """Comparison of one output tensor (eager vs compiled) on the first input draw."""
+
+    index: int
+    eager_dtype: str
+    compiled_dtype: str
+    eager_shape: list[int]
+    compiled_shape: list[int]
+    equal: bool = False
+    max_diff: float | None = None
+    mean_diff: float | None = None
+    nonfinite: bool = False
+    """The compiled output has NaN/Inf where eager has finite values."""
+
+
+@dataclass
+class Correctness:
+    """Output comparison over every input draw; allclose holds at t only if it held for all."""
+
+    num_outputs: int
+    outputs: list[OutputCheck]
+    equal: bool
+    allclose: dict[int, bool]
+    """Tolerance level t (-10..1) -> all outputs allclose at atol(t), rtol(t) on every draw."""
+    max_diff: float
+    mean_diff: float
+    draws: int
+    first_failing_draw: int | None = None
+
+
+@dataclass
+class ErrorInfo:
+    """A failure, as strings only: exception type, message, stage, context, traceback."""
+
+    type: str
+    message: str
+    stage: str
+    context: dict[str, str] = field(default_factory=dict)
+    traceback: str = ""
+
+
+@dataclass
+class PassReport:
+    """What the pass manager did to this graph."""
+
+    loaded: list[str] = field(default_factory=list)
+    replacements: dict[str, int] = field(default_factory=dict)
+    diagnostics: list[str] = field(default_factory=list)
+    matched: bool = False
+
+
+@dataclass
+class EvalRecord:
+    """The result of evaluating one graph with one compiler (design §4.4)."""
+
+    graph: str
+    """Path of the sample folder (as given, or relative to the task)."""
+    graph_hash: str
+    compiler: str
+    compiler_config: dict[str, Any]
+    compiler_config_hash: str
+    device: str
+    status: Status
+    schema_version: int = SCHEMA_VERSION
+    device_name: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    correctness: Correctness | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    speedup_e2e: float | None = None
+    speedup_device: float | None = None
+    speedup_replay: float | None = None
+    """Eager's median replay time over the compiled side's (``replay_timing``; informational:
+    scores use e2e or device speedups)."""
+    speedup_kernels: float | None = None
+    """Eager's profiled device time per call over the compiled side's (``profile_kernels``;
+    informational, like ``speedup_replay``)."""
+    pass_report: PassReport | None = None
+    integrity: list[str] = field(default_factory=list)
+    host: HostReport | None = None
+    """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
+    gpu: GpuReport | None = None
+    """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    layout_fixed: bool | None = None
+    """The child ran without address-space randomization (``fixed_layout``); None where
+    unknown (a child that never started, records of older versions, not Linux)."""
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """warmup, trials, seed, timeout_s: what the evaluation was run with."""
+    started_at: str = ""
+    finished_at: str = ""
+    sample_digest: str = ""
+    """SHA-256 of the sample's files when it was evaluated (:func:`passnet.sample.sample_digest`):
+    a resume evaluates a sample again when it changed ("" in records of older versions)."""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """Identity used for resume: graph, hash, compiler, config hash, device."""
+        return (self.graph, self.graph_hash, self.compiler, self.compiler_config_hash, self.device)
+
+    @property
+    def slot(self) -> tuple[str, str, str, str]:
+        """The graph's place in a run: graph, compiler, config hash, device (the key less the hash).
+
+        A later record in the same slot supersedes an earlier one, also when the
+        sample changed in between (a fixed sample evaluated again).
+        """
+        return (self.graph, self.compiler, self.compiler_config_hash, self.device)
+
+    def correct_at(self, t: int) -> bool:
+        """Numerically correct at tolerance level t (t > 1 uses the t = 1 check)."""
+        if not self.status.ran or self.correctness is None:
+            return False
+        return self.correctness.allclose.get(min(t, 1), False)
+
+    def speedup(self, kind: str = "e2e") -> float | None:
+        """Eager median / compiled median for ``kind`` 'e2e' or 'device'."""
+        if kind not in ("e2e", "device"):
+            raise ValueError(f"speedup kind must be 'e2e' or 'device', got {kind!r}")
+        return self.speedup_e2e if kind == "e2e" else self.speedup_device
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        if self.correctness is not None:
+            d["correctness"]["allclose"] = {str(k): v for k, v in self.correctness.allclose.items()}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=True)
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """Stable short hash of a compiler configuration."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def compiler_config_hash(compiler: str, compiler_config: dict[str, Any]) -> str:
+    """The ``compiler_config_hash`` of a record of this compiler and configuration."""
+    return config_hash({"compiler": compiler, **compiler_config})
+
+
+T = TypeVar("T")
+
+
+def _build(tp: Any, value: Any, where: str = "record") -> Any:
+    """Rebuild a (possibly nested / optional) dataclass value from JSON data, checking each
+    value's JSON type (a TypeError names the field and what was expected)."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(args[0], value, where) if len(args) == 1 else value
+    if dataclasses.is_dataclass(tp):
+        _expect(isinstance(value, dict), where, "an object", value)
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        return tp(
+            **{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items() if k in known}
+        )
+    if origin is list:
+        _expect(isinstance(value, list), where, "a list", value)
+        (inner,) = typing.get_args(tp)
+        return [_build(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        _expect(isinstance(value, dict), where, "an object", value)
+        kt, vt = typing.get_args(tp)
+        return {
+            (int(k) if kt is int else k): _build(vt, v, f"{where}.{k}") for k, v in value.items()
+        }
+    if tp is Status:
+        return Status(value)
+    if tp is bool:
+        _expect(isinstance(value, bool), where, "true or false", value)
+    elif tp is float:
+        _expect(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            where,
+            "a number",
+            value,
+        )
+    elif tp is int:
+        _expect(isinstance(value, int) and not isinstance(value, bool), where, "an integer", value)
+    elif tp is str:
+        _expect(isinstance(value, str), where, "a string", value)
+    return value
+
+
+def _expect(ok: bool, where: str, expected: str, value: Any) -> None:
+    if not ok:
+        raise TypeError(f"{where} must be {expected}, got {json.dumps(value)[:60]}")
+
+
+def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
+    d.pop("roofline", None)  # never set in version 1
+    return d
+
+
+_MIGRATIONS: dict[int, Any] = {1: _v1_to_v2}
+"""Version N → N + 1, applied in turn to a record read from disk."""
+
+
+def _migrate(d: dict[str, Any]) -> dict[str, Any]:
+    version = d.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InputFormatError(
+            f"record schema_version must be a positive integer, got {version!r}",
+            field="schema_version",
+        )
+    if version > SCHEMA_VERSION:
+        raise InputFormatError(
+            f"record schema_version {version} is newer than this passnet ({SCHEMA_VERSION})",
+            field="schema_version",
+        )
+    while version < SCHEMA_VERSION:
+        d = _MIGRATIONS[version](d)
+        version += 1
+        d["schema_version"] = version
+    return d
+
+
+def record_from_dict(d: dict[str, Any]) -> EvalRecord:
+    """Rebuild a record from its dict form, migrating older schema versions."""
+    try:
+        return _build(EvalRecord, _migrate(dict(d)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InputFormatError(f"not an evaluation record: {exc}") from exc
+
+
+def record_from_json(line: str) -> EvalRecord:
+    """Parse one JSON Lines record."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(f"invalid JSON: {exc.msg}", column=exc.colno) from exc
+    if not isinstance(d, dict):
+        raise InputFormatError("a record must be a JSON object")
+    return record_from_dict(d)
+
+
+def read_records(path: str | Path) -> list[EvalRecord]:
+    """Records of a JSON Lines file, in file order of their last occurrence.
+
+    A record whose slot (:attr:`EvalRecord.slot`: graph, compiler, configuration,
+    device) appears again, a repeated evaluation or the same graph evaluated again
+    after its sample changed, is replaced by the later one. A final line without a newline that does not parse is a write
+    torn by a kill: it is skipped with a warning. Any other bad line is an
+    :class:`InputFormatError` naming the file and line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputFormatError(f"cannot read records: {exc.strerror}", file=path) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        if b"\n" in data[exc.start :] or data.endswith(b"\n"):  # not only a torn tail
+            raise InputFormatError(
+                f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a records file, "
+                "or a damaged one",
+                file=path,
+                line=line,
+            ) from exc
+        text = data[: data.rfind(b"\n") + 1].decode("utf-8") + "\ufffd"  # a torn last line
+    lines = text.splitlines()
+    torn_tail = bool(text) and not text.endswith("\n")
+    by_key: dict[tuple[str, ...], EvalRecord] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = record_from_json(line)
+        except InputFormatError as exc:
+            if torn_tail and number == len(lines):
+                log.warning("%s: skipping torn last line %d (%s)", path, number, exc.message)
+                continue
+            raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
+        _keep_latest(by_key, record, f"{path}:{number}")
+    return list(by_key.values())
+
+
+def _keep_latest(
+    by_slot: dict[tuple[str, ...], EvalRecord], record: EvalRecord, where: str
+) -> None:
+    earlier = by_slot.pop(record.slot, None)
+    if earlier is not None:
+        changed = " (its sample changed)" if earlier.graph_hash != record.graph_hash else ""
+        log.warning(
+            "%s: repeated record for %s%s replaces the earlier one", where, record.graph, changed
+        )
+    by_slot[record.slot] = record
+
+
+def latest_records(records: list[EvalRecord], source: str) -> list[EvalRecord]:
+    """One record per slot (graph × compiler × configuration × device): a later record of a
+    graph replaces an earlier one, as a rerun's does; each replacement is logged."""
+    by_slot: dict[tuple[str, ...], EvalRecord] = {}
+    for record in records:
+        _keep_latest(by_slot, record, source)
+    return list(by_slot.values())

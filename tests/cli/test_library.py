@@ -1,0 +1,59 @@
+"""``passnet library ...`` commands call the library (wired into passnet.cli by the lead)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+from rich.console import Console
+
+from passnet.cli._library import add_commands
+from passnet.task import read_manifest
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="passnet")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    out = io.StringIO()
+    status = args.func(args, Console(file=out, width=200))
+    return status, out.getvalue()
+
+
+def test_list_names_every_pass_with_its_rules():
+    status, out = _run("library", "list")
+    assert status == 0
+    assert "rms_norm" in out and "FusedRollAddLayerNorm" in out and "splade-mini" in out
+
+
+def test_install_writes_the_pass_into_a_pass_dir(tmp_path):
+    status, out = _run("library", "install", "scale_mask_softmax", str(tmp_path / "pd"))
+    assert status == 0 and "FusedScaleMaskSoftmax.py" in out
+    assert read_manifest(tmp_path / "pd") == [
+        "FusedRelPosBiasSoftmaxDropout",
+        "FusedRelPosBiasShiftedWindowSoftmaxDropout",
+        "FusedScaleMaskSoftmaxDropout",
+        "FusedShiftedWindowSoftmaxDropout",
+        "FusedScaleMaskSoftmax",
+    ]
+
+
+def test_task_builds_the_requested_dtypes(tmp_path):
+    status, out = _run(
+        "library", "task", "masked_mean_pooling", str(tmp_path / "t"), "--dtypes", "bfloat16"
+    )
+    assert status == 0 and "1 graphs" in out
+    assert (tmp_path / "t" / "graph_list.txt").read_text() == "graphs/splade-mini_bfloat16\n"
+
+
+def test_unknown_pass_is_an_argument_error(capsys):
+    with pytest.raises(SystemExit):
+        _run("library", "install", "nope", "pd")
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_help_shows_examples(capsys):
+    with pytest.raises(SystemExit):
+        _run("library", "--help")
+    assert "passnet library task rms_norm" in capsys.readouterr().out

@@ -1,0 +1,98 @@
+"""Records: JSON round trip and the one JSON Lines reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from passnet.errors import InputFormatError
+from passnet.record import SCHEMA_VERSION, EvalRecord, read_records, record_from_json
+from passnet.status import Status
+
+
+def _rec(graph: str, status: Status = Status.OK) -> EvalRecord:
+    return EvalRecord(graph, "h" * 64, "eager", {}, "cfg", "cpu", status)
+
+
+def test_record_round_trips_through_json() -> None:
+    rec = _rec("a")
+    assert record_from_json(rec.to_json()) == rec
+
+
+def test_torn_final_line_without_newline_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(_rec("a").to_json() + "\n" + '{"graph": "b", "sta')
+    assert [r.graph for r in read_records(path)] == ["a"]
+
+
+def test_complete_bad_line_is_an_error_with_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(_rec("a").to_json() + "\n{broken}\n")
+    with pytest.raises(InputFormatError) as info:
+        read_records(path)
+    assert info.value.context["line"] == "2"
+
+
+def test_repeated_key_keeps_the_later_record(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(_rec("a", Status.ACCURACY).to_json() + "\n" + _rec("a").to_json() + "\n")
+    (only,) = read_records(path)
+    assert only.status is Status.OK
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("correctness",), 5, "record.correctness must be an object"),
+        (("eager",), "fast", "record.eager must be an object"),
+        (("settings",), [1], "record.settings must be an object"),
+        (("graph",), 5, "record.graph must be a string"),
+        (("correctness", "allclose"), [True], "record.correctness.allclose must be an object"),
+        (("correctness", "allclose"), {"-5": "no"}, "record.correctness.allclose.-5 must be true"),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_named(path, value, message) -> None:
+    import json
+
+    d = json.loads(_rec("g").to_json())
+    d["correctness"] = {
+        "num_outputs": 1,
+        "outputs": [],
+        "equal": True,
+        "allclose": {"-5": True},
+        "max_diff": 0.0,
+        "mean_diff": 0.0,
+        "draws": 2,
+    }
+    target = d
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InputFormatError, match=message.replace(".", r"\.")):
+        record_from_json(json.dumps(d))
+
+
+V1_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu_inductor/results.jsonl"
+
+
+def test_version_1_records_written_before_the_record_moved_still_load() -> None:
+    lines = V1_RESULTS.read_text().splitlines()
+    assert all(json.loads(line)["schema_version"] == 1 for line in lines)
+    assert all("roofline" in json.loads(line) for line in lines)
+    records = read_records(V1_RESULTS)
+    assert len(records) == len(lines) == 29
+    assert {r.schema_version for r in records} == {SCHEMA_VERSION}
+    assert all(r.correctness is not None or r.error is not None for r in records)
+    # the migrated record writes as the current version, without the dropped field
+    again = record_from_json(records[0].to_json())
+    assert again == records[0] and "roofline" not in records[0].to_dict()
+
+
+@pytest.mark.parametrize("version", [0, "1", None, True, SCHEMA_VERSION + 1])
+def test_a_schema_version_that_cannot_be_migrated_is_an_input_error(version) -> None:
+    line = json.loads(V1_RESULTS.read_text().splitlines()[0])
+    line["schema_version"] = version
+    with pytest.raises(InputFormatError, match="schema_version"):
+        record_from_json(json.dumps(line))

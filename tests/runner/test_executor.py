@@ -1,0 +1,136 @@
+"""The local executor: one evaluation per device slot at a time, records as they finish."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from passnet.record import EvalRecord
+from passnet.runner import (
+    DevicePool,
+    EvalJob,
+    LocalExecutor,
+    local_devices,
+    plan_items,
+    read_records,
+    run_evaluations,
+)
+from passnet.status import Status
+from tests.conftest import DEV
+
+
+class FakeEvaluations:
+    """Stands in for evaluate_sample: sleeps a per-graph time 'on' the device it is handed
+    and records when each device was busy."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self.intervals: list[tuple[str, float, float, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(
+        self,
+        path: Path,
+        compiler: str,
+        config: dict[str, Any],
+        device: str,
+        settings: Any,
+        *,
+        graph_label: str,
+    ) -> EvalRecord:
+        start = time.perf_counter()
+        time.sleep(self.seconds.get(graph_label, 0.01))
+        end = time.perf_counter()
+        with self._lock:
+            self.intervals.append((device, start, end, graph_label))
+        return EvalRecord(
+            graph=graph_label,
+            graph_hash="0" * 64,
+            compiler=compiler,
+            compiler_config=config,
+            compiler_config_hash="h",
+            device=device,
+            status=Status.OK,
+            settings=settings.to_dict(),
+        )
+
+    def overlaps(self) -> list[tuple[str, str, str]]:
+        """Pairs of evaluations that held one device at the same time."""
+        found = []
+        for i, (dev_a, start_a, end_a, a) in enumerate(self.intervals):
+            for dev_b, start_b, end_b, b in self.intervals[i + 1 :]:
+                if dev_a == dev_b and start_a < end_b and start_b < end_a:
+                    found.append((dev_a, a, b))
+        return found
+
+
+def _items(n: int) -> list[Any]:
+    return plan_items([DEV])[:n]
+
+
+def test_two_jobs_on_two_devices_never_time_two_graphs_on_one_device(tmp_path: Path) -> None:
+    # The first graph is slow: a scheduler that picks the device by job index starts the
+    # third graph on the first device while the first graph still holds it.
+    items = _items(6)
+    fake = FakeEvaluations({items[0].label: 0.6, items[3].label: 0.3})
+    summary = run_evaluations(
+        items,
+        compiler="eager",
+        device="cpu",
+        out_dir=tmp_path,
+        executor=LocalExecutor(["fake:0", "fake:1"], evaluate=fake),
+        echo_logs=False,
+    )
+    assert fake.overlaps() == []
+    assert {d for d, *_ in fake.intervals} == {"fake:0", "fake:1"}  # both were used
+    assert sorted(r.graph for r in summary.records) == sorted(i.label for i in items)
+    # stored under the device asked for, each graph once
+    stored = read_records(tmp_path / "results.jsonl")
+    assert sorted(r.graph for r in stored) == sorted(i.label for i in items)
+    assert {r.device for r in stored} == {"cpu"}
+
+
+def test_records_come_back_as_they_finish_not_in_job_order() -> None:
+    items = _items(3)
+    fake = FakeEvaluations({items[0].label: 0.4})
+    jobs = [EvalJob(item, "eager") for item in items]
+    with LocalExecutor(["a", "b"], evaluate=fake) as executor:
+        order = [r.graph for r in executor.run(jobs)]
+    assert order[-1] == items[0].label
+    assert sorted(order) == sorted(i.label for i in items)
+
+
+def test_a_device_listed_twice_runs_two_evaluations_at_once() -> None:
+    pool = DevicePool(["cpu", "cpu"])
+    with pool.acquire() as first, pool.acquire() as second:
+        assert (first, second) == ("cpu", "cpu")
+
+
+def test_closing_the_results_early_cancels_jobs_not_yet_started() -> None:
+    items = _items(5)
+    fake = FakeEvaluations({})
+    results = LocalExecutor(["only"], evaluate=fake).run([EvalJob(i, "eager") for i in items])
+    next(results)
+    results.close()
+    assert len(fake.intervals) < len(items)
+
+
+@pytest.mark.parametrize(
+    ("device", "jobs", "gpus", "slots"),
+    [
+        ("cpu", 1, 0, ["cpu"]),
+        ("cpu", 3, 2, ["cpu", "cpu", "cpu"]),
+        ("cuda", 1, 2, ["cuda:0"]),
+        ("cuda", 2, 2, ["cuda:0", "cuda:1"]),
+        ("cuda", 8, 2, ["cuda:0", "cuda:1"]),  # one timing per GPU, whatever --jobs says
+        ("cuda:1", 4, 2, ["cuda:1"]),
+    ],
+)
+def test_local_slots_are_one_per_gpu_and_jobs_per_cpu(
+    device: str, jobs: int, gpus: int, slots: list[str]
+) -> None:
+    assert local_devices(device, jobs, gpus) == slots
