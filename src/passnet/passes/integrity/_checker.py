@@ -1,7 +1,9 @@
 """The AST checks of the static layer: one pass over each file, findings out.
 
-The rules are described in :mod:`passnet.passes.integrity._rules`; module-level facts of
-every file come from :mod:`passnet.passes.integrity._symbols` first, so the checks can
+The rules are the static entries of :data:`passnet.passes.integrity._checks.CHECKS`
+(what each refuses and why; a finding of an unregistered rule cannot be made), their
+tables are in :mod:`passnet.passes.integrity._rules`; module-level facts of every file
+come from :mod:`passnet.passes.integrity._symbols` first, so the checks can
 follow names across the pass directory (``from pass_dir.helper import fused``).
 """
 

@@ -32,6 +32,9 @@ outside torch that issued the op belongs to the ``triton`` package — pass code
 cannot call into Triton's runtime itself (the static layer forbids it).
 
 Outputs must be plain ``torch.Tensor`` objects (no subclass, no lazy wrapper).
+
+Every rejection carries the rule ``dispatch``, the guard's entry in the integrity
+registry (:data:`passnet.passes.integrity._checks.CHECKS`).
 """
 
 from __future__ import annotations
@@ -52,12 +55,16 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from passnet.errors import PassRejected
+from passnet.passes.integrity._checks import get_check
 
 __all__ = ["ALLOWED_OPS", "DispatchGuard", "Violation"]
 
 log = logging.getLogger(__name__)
 
 _aten = torch.ops.aten
+
+_RULE = get_check("dispatch").name
+"""The registered check every rejection of the guard names (``context["rule"]``)."""
 
 ALLOWED_OPS: frozenset[str] = frozenset(
     {
@@ -274,7 +281,7 @@ class DispatchGuard:
             file=v.file,
             line=v.line,
             op=f"aten.{v.op}",
-            rule="dispatch",
+            rule=_RULE,
         )
 
     def call(self, pass_name: str, fn: Callable[..., Any], args: Sequence[Any]) -> Any:
@@ -301,5 +308,5 @@ class DispatchGuard:
                     pass_name=pass_name,
                     file=Path(code.co_filename).name if code else None,
                     line=code.co_firstlineno if code else None,
-                    rule="dispatch",
+                    rule=_RULE,
                 )

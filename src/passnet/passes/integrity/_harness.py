@@ -4,8 +4,11 @@ The evaluation child calls the compiled side and eager on clones of the same inp
 compares what each did to its arguments and returned: a compiled side that mutates an
 input eager leaves alone (marking inputs as seen, to skip work on the next call), or
 returns an input's storage where eager returns a fresh tensor, is an integrity finding.
-Compiled-first order, a NaN-poisoned allocator and a fresh second input draw (in
-:mod:`passnet.evaluate`) make uninitialized memory and cached outputs fail correctness.
+A finding starts with the name of its registered check (``input-mutation``,
+``output-alias``: :data:`passnet.passes.integrity._checks.CHECKS`). Compiled-first
+order, a NaN-poisoned allocator and a fresh second input draw (in
+:mod:`passnet.evaluate`; registered as harness checks too) make uninitialized memory and
+cached outputs fail correctness.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from passnet.passes.integrity._checks import get_check
 
 __all__ = ["aliased_outputs", "harness_findings", "mutated_inputs"]
 
@@ -30,6 +35,10 @@ def mutated_inputs(before: list[Any], after: list[Any]) -> list[int]:
         if isinstance(b, torch.Tensor) and not _same_bits(b, a)
     ]
 
+
+# Resolved at import: a finding can only name a registered check.
+_MUTATION = get_check("input-mutation").name
+_ALIAS = get_check("output-alias").name
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -64,12 +73,18 @@ def aliased_outputs(outputs: list[Any], inputs: list[Any]) -> list[int]:
 def harness_findings(
     original: list[Any], args_c: list[Any], args_e: list[Any], out_c: list[Any], out_e: list[Any]
 ) -> list[str]:
-    """Input mutation and output aliasing that the compiled side does and eager does not."""
+    """Input mutation and output aliasing that the compiled side does and eager does not.
+
+    Each finding is ``"<check>: <what happened>"``, the check being ``input-mutation`` or
+    ``output-alias``; an empty list means the compiled side passed both.
+    """
     findings = []
     mut_c, mut_e = set(mutated_inputs(original, args_c)), set(mutated_inputs(original, args_e))
     for i in sorted(mut_c - mut_e):
-        findings.append(f"compiled code mutated input {i}, which eager leaves unchanged")
+        findings.append(
+            f"{_MUTATION}: compiled code mutated input {i}, which eager leaves unchanged"
+        )
     alias_c, alias_e = set(aliased_outputs(out_c, args_c)), set(aliased_outputs(out_e, args_e))
     for i in sorted(alias_c - alias_e):
-        findings.append(f"compiled output {i} aliases an input, eager's does not")
+        findings.append(f"{_ALIAS}: compiled output {i} aliases an input, eager's does not")
     return findings

@@ -1,91 +1,11 @@
 """The static layer's vocabulary: what pass code may use, and the :class:`Finding` it reports.
 
-The rules (``Finding.rule``), and why each exists:
-
-``import``
-    Only ``torch`` (and ``torch.nn``, ``torch.nn.functional``, ``torch.fx``),
-    ``triton``, ``triton.language`` (and its ``math``/``extra`` libdevice
-    submodules), ``math``, ``typing``,
-    ``__future__`` and the pass package itself (``pass_dir.<helper>`` or a
-    relative import) may be imported, at module level only. This shuts out
-    threads, timers, ``gc``, ``os``/``sys``/``io``, ``importlib``, ``ctypes``,
-    ``functools`` caches and every other route around the rules below.
-``torch-api``
-    Outside ``pattern``, torch may be used only to create tensors and read
-    metadata: ``torch.empty``/``empty_like``/``empty_strided``/``zeros``/
-    ``zeros_like``/``ones``/``ones_like``/``full``/``full_like``, dtypes, memory
-    formats, ``torch.Tensor``/``dtype``/``device``/``Size``, ``finfo``/``iinfo``,
-    ``is_tensor``/``is_floating_point``, ``torch.no_grad``, ``torch.cuda.device``
-    and ``torch.fx.wrap``. Everything else — ``torch.matmul``, ``F.*``,
-    ``torch.ops``, ``torch.compile``, ``torch.cuda.Stream``/``Event``,
-    ``torch.library`` — is delegation or tampering.
-``tensor-method``
-    Outside ``pattern`` and ``@triton.jit`` kernels, an attribute of a value must
-    be metadata (``shape``, ``stride``, ``dtype``, ``device``, ``numel``, ...), a
-    view/creation method (``view``, ``reshape``, ``contiguous``, ``permute``,
-    ``new_empty``, ``zero_``, ...), ``item`` or a plain container/string method.
-    ``x.sum()``, ``x.to(...)``, ``x.clone()``, ``x.cache`` are rejected.
-``pattern`` (torch names in patterns, rule ``torch-api``)
-    ``pattern`` may call torch's operators, but a name is resolved on the real
-    modules: every module on the way must be torch's own (``torch.sys``,
-    ``torch.os`` are not), and a private name must be in an operator namespace of
-    Dynamo graphs (``torch._C._nn.*``, ``torch.ops.*``).
-``typing``
-    Only the names annotations use (``Optional``, ``Tuple``, ...); its functions
-    (``get_type_hints`` evaluates string annotations) are not allowed.
-``annotation``
-    No string annotations: they can be evaluated as code.
-``name``
-    A bare name must be a local, a module-level name of the same file or a
-    builtin. Under ``TRITON_INTERPRET=1`` Triton copies its own globals
-    (``inspect``, ``np``, ...) into a kernel's module, where an unbound name would
-    find them.
-``jit-attr``
-    Inside ``@triton.jit`` kernels a value may only be used through the attributes
-    of Triton's tensors, dtypes and constexprs (the interpreter runs kernels as
-    Python on host objects: ``x_ptr.handle`` is a numpy array).
-``helper``
-    Through a helper module (``pass_dir.kernels.<name>``) only the helper's own
-    functions and constants are reachable, not what it imports (rule ``import``).
-``builtin``
-    ``eval``, ``exec``, ``compile``, ``getattr``/``setattr``/``delattr``,
-    ``globals``/``locals``/``vars``/``dir``, ``open``, ``input``, ``id``,
-    ``memoryview``, ``super``, ``breakpoint``, ``exit``/``quit`` and 3-argument
-    ``type`` are rejected, even when only named.
-``dunder``
-    No dunder name or attribute (``__dict__``, ``__class__``, ``__import__``,
-    ``__globals__``, ``__torch_dispatch__``, ...).
-``state``
-    No ``global``/``nonlocal``, no attribute assignment, no assignment into
-    anything but a local variable, no default argument that is not immutable
-    (a tuple holding a dict is not), no module-level value other than immutable
-    ones (constants, tuples of them), ``triton.Config(...)``/``math`` calls and
-    read-only tables of immutable values — and a module-level list/dict/set may only be read
-    (``T[k]``, ``k in T``, ``for k in T``, ``len(T)``) inside functions. Nothing
-    can survive from one call to the next, so outputs cannot be cached.
-``class`` / ``try`` / ``async``
-    No class definitions (tensor subclasses, descriptors, operator overloading),
-    no ``try`` (a pass must not swallow the runtime guard's rejection), no
-    coroutines.
-``module``
-    At module level only imports, function definitions, constant assignments,
-    docstrings and ``torch.fx.wrap("name")``.
-``pattern-ref``
-    ``pattern`` is exempt from the torch rules because it is only traced as the
-    template; nothing may refer to it, so its exemption cannot be borrowed.
-``replacement-args``
-    ``replacement_args`` takes exactly the pattern's parameters and returns them
-    selected/reordered, plus literals (numbers, strings, ``None``, dtypes).
-``replacement-func``
-    ``replacement_func`` returns, by name, a module-level function of the pass
-    directory that is not a Triton kernel.
-``format``
-    A pass file defines ``pattern``, ``replacement_args`` and
-    ``replacement_func`` once each, at module level, undecorated; sources are
-    UTF-8 and parse.
-``file``
-    No compiled code (``.so``, ``.pyd``, ``.pyc``, ...) and no symlinks: native
-    code cannot be inspected.
+The rules themselves (``Finding.rule``), what each refuses and why, are the static
+entries of the integrity registry, :data:`passnet.passes.integrity._checks.CHECKS`;
+a :class:`Finding` of a rule that is not registered there cannot be constructed.
+This module holds the tables the checks consult (allowed imports, torch and Triton
+names, value attributes, forbidden builtins) and the name resolution on the real
+modules that the ``import``, ``torch-api`` and ``jit-attr`` rules rely on.
 """
 
 import ast
@@ -96,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from passnet.errors import RegistryError
+from passnet.passes.integrity._checks import get_check
 
 __all__ = [
     "FORBIDDEN_BUILTINS",
@@ -301,6 +224,16 @@ class Finding:
     message: str
     code: str = ""
     """The offending source line, stripped."""
+
+    def __post_init__(self) -> None:
+        # Every rule is a registered static check: a typo or a new rule without its
+        # registry entry fails where it is emitted, not silently in a report.
+        check = get_check(self.rule)
+        if check.layer != "static":
+            raise RegistryError(
+                f"a Finding's rule must be a static integrity check; {self.rule!r} is a "
+                f"{check.layer} check"
+            )
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}: [{self.rule}] {self.message}"

@@ -2,7 +2,8 @@
 
 Every ``.py`` file of the pass directory is parsed with :mod:`ast` and checked;
 nothing is imported or executed, so the judging side can run this on untrusted
-code. The rules are listed in :mod:`passnet.passes.integrity._rules`, the checks live in
+code. The rules are the static entries of the registry
+(:data:`passnet.passes.integrity._checks.CHECKS`), the checks live in
 :mod:`passnet.passes.integrity._checker`; this module reads the directory (refusing
 compiled code and symlinks) and turns findings into errors.
 """
