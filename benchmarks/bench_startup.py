@@ -50,19 +50,19 @@ DEFAULT_GRAPHS = [
 ]
 # variant: (preload the minimal list?, Inductor's compile_threads)
 VARIANTS = {"before": (True, None), "preload": (False, None), "after": (False, 1)}
-MINIMAL_PRELOAD = ["torch", "passnet.evaluate._child", "passnet.compilers", "passnet.sample"]
+# (importing passnet.evaluate imports its child code, as importing the child module did)
+MINIMAL_PRELOAD = ["torch", "passnet.evaluate", "passnet.compilers", "passnet.sample"]
 PHASES = ("process_start", "load", "compile", "total")
 
 
 def _worker(args: argparse.Namespace) -> None:
     """One variant: evaluate the graphs one after the other; one JSON line per record."""
-    import passnet.evaluate._isolate as isolate
     from passnet.data import dev_samples_dir
-    from passnet.evaluate import EvalSettings, evaluate_sample
+    from passnet.evaluate import FORKSERVER_PRELOAD, EvalSettings, evaluate_sample
 
     minimal, threads = VARIANTS[args.variant]
     if minimal:
-        isolate._PRELOAD = list(MINIMAL_PRELOAD)
+        FORKSERVER_PRELOAD[:] = MINIMAL_PRELOAD  # before the first child starts the forkserver
     settings = EvalSettings(warmup=5, trials=20, max_extra_s=0.5, max_retries=0)
     root = Path(args.samples or dev_samples_dir())
     for graph in args.graphs:

@@ -154,9 +154,14 @@ def child(graph: str, device: str, send: Any) -> None:
 
     from passnet.compilers import create_compiler
     from passnet.data import dev_samples_dir
-    from passnet.evaluate import EvalSettings
-    from passnet.evaluate._child import _gc_paused, _measure, _pin_to_one_core
-    from passnet.evaluate._timing import cpu_timer, cuda_timer
+    from passnet.evaluate import (
+        EvalSettings,
+        cpu_timer,
+        cuda_timer,
+        gc_paused,
+        measure_sides,
+        pin_to_one_core,
+    )
     from passnet.sample import load_sample
 
     out: dict[str, Any] = {"graph": Path(graph).name}
@@ -170,15 +175,15 @@ def child(graph: str, device: str, send: Any) -> None:
     with torch.no_grad():
         compiled(*inputs)
         module(*inputs)
-    _pin_to_one_core(device)
+    pin_to_one_core(device)
     if device != "cuda":  # the harness pins only for CUDA; pin here all the same
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     core_a = next(iter(os.sched_getaffinity(0)))
     out["core_a"] = core_a
     s = EvalSettings()
     before = _snapshot()
-    with _gc_paused(True):  # the harness's timing, on the one pinned core (no guard)
-        timings = _measure(compiled, module, inputs, device, s, mutating=False)
+    with gc_paused(True):  # the harness's timing, on the one pinned core (no guard)
+        timings = measure_sides(compiled, module, inputs, device, s, mutating=False)
     out["timing_host"] = _delta(before, _snapshot(), core_a)
     out["eager_ms"] = timings["eager"].e2e.median_ms
     out["compiled_ms"] = timings["compiled"].e2e.median_ms

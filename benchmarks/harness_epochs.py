@@ -26,6 +26,7 @@ Writes ``$OUT/epochs[_pin_early].json`` when OUT is set.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -45,7 +46,7 @@ EPOCHS = tuple(os.environ.get("EPOCHS", "same,same,fresh,fresh,core,same").split
 
 
 def pin_early() -> None:
-    # The choice of passnet.evaluate._child._pin_to_one_core for GPU 0, written out here
+    # The choice of passnet.evaluate.pin_to_one_core for GPU 0, written out here
     # because importing passnet imports torch, and this runs before that.
     cores = sorted(os.sched_getaffinity(0))
     sib = {cores[0]}
@@ -60,14 +61,21 @@ def pin_early() -> None:
     os.sched_setaffinity(0, {cand[0]})
 
 
+def _clone(values: list) -> list:
+    """Fresh copies of the tensors among ``values`` (new device addresses), as the harness
+    clones inputs."""
+    import torch
+
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def child(graph: str) -> None:
     if os.environ.get("PIN_EARLY"):
         pin_early()
 
     from passnet.compilers import compile_warm
     from passnet.data import dev_samples_dir
-    from passnet.evaluate._child import _clone, _measure, _pin_to_one_core
-    from passnet.evaluate import EvalSettings
+    from passnet.evaluate import EvalSettings, measure_sides, pin_to_one_core
     from passnet.sample import load_sample
 
     s = EvalSettings()
@@ -76,7 +84,7 @@ def child(graph: str) -> None:
     inputs = sample.replay_inputs("cuda", 0)
     compiled = compile_warm(module, _clone(inputs), backend="inductor", dynamic=False)
     allowed = sorted(os.sched_getaffinity(0))
-    _pin_to_one_core("cuda")
+    pin_to_one_core("cuda")
     home = os.sched_getaffinity(0)
     keep = []
     for i, kind in enumerate(EPOCHS):
@@ -90,7 +98,7 @@ def child(graph: str) -> None:
         else:
             os.sched_setaffinity(0, home)
         t0 = time.time()
-        t = _measure(compiled, module, args, "cuda", s, mutating=False)  # the harness's timing
+        t = measure_sides(compiled, module, args, "cuda", s, mutating=False)  # the harness's timing
         e, c = t["eager"].e2e.median_ms, t["compiled"].e2e.median_ms
         print(
             "EPOCH "
@@ -166,7 +174,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child(sys.argv[2])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--child", metavar="GRAPH", help=argparse.SUPPRESS)
+    cli = parser.parse_args()
+    if cli.child:
+        child(cli.child)
     else:
         main()

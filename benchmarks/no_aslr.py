@@ -2,7 +2,7 @@
 """Run a command with address-space layout randomization off, for an A/B of layout bias.
 
 Sets the Linux personality flag ADDR_NO_RANDOMIZE (what ``setarch -R`` does; the harness's
-own switch, :func:`passnet.evaluate._isolate._no_randomization_for_exec`) and execs the
+own switch, :func:`passnet.evaluate.no_randomization_for_exec`) and execs the
 command; the flag is inherited by everything it starts, so every process of the run
 (the harness, its forkserver, the evaluation children) gets the same layout in every
 run of the same command::
@@ -14,13 +14,16 @@ run of the same command::
 import os
 import sys
 
-from passnet.evaluate._isolate import _no_randomization_for_exec
+from passnet.evaluate import no_randomization_for_exec
 
 
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    with _no_randomization_for_exec() as switched_off:
+    if sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    with no_randomization_for_exec() as switched_off:
         if not switched_off:
             sys.exit("personality(ADDR_NO_RANDOMIZE) failed: layouts would stay random")
         os.execvp(sys.argv[1], sys.argv[1:])  # does not return: the flag goes with the exec

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from passnet.evaluate._gpu_clock import open_clock_monitor
+from passnet.evaluate import open_clock_monitor
 
 
 def main() -> None:

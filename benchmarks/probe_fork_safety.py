@@ -12,6 +12,7 @@ It prints ``SAFE <names>`` last: the modules whose import left forks usable.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -36,8 +37,12 @@ print(f"{dt:.2f}", os.waitstatus_to_exitcode(status))
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("modules", nargs="*", help="modules to import before the fork")
     safe = []
-    for name in sys.argv[1:]:
+    for name in parser.parse_args().modules:
         proc = subprocess.run(
             [sys.executable, "-c", PROBE, name], capture_output=True, text=True, check=False
         )

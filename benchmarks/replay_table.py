@@ -7,6 +7,7 @@ For records of ``passnet eval ... --replay-timing`` (CUDA):
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -23,6 +24,11 @@ def _x(value: float | None) -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("records", nargs="*", help="results.jsonl files")
+    argv = parser.parse_args(argv).records
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2

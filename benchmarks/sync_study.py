@@ -3,7 +3,7 @@
 graph, eager vs Inductor, in several fresh processes and CUDA wait modes.
 
 Each process loads the sample, compiles it with Inductor, settles on a core as the
-harness's child does (:class:`~passnet.evaluate._host.CoreGuard`), warms up, and times
+harness's child does (:class:`~passnet.evaluate.CoreGuard`), warms up, and times
 ``--rounds`` alternating rounds of ``--per-round`` calls per side, keeping every call's
 start time and its e2e and device milliseconds (re-measured rounds included, marked).
 The CUDA wait mode (``cudaSetDeviceFlags`` before the context exists) is one of
@@ -92,9 +92,7 @@ def child(args: argparse.Namespace) -> None:
         if rc != 0:
             sys.exit(f"cudaSetDeviceFlags({flag}) returned {rc}")
     from passnet.compilers import create_compiler
-    from passnet.evaluate._child import _timing_cores
-    from passnet.evaluate._host import CoreGuard
-    from passnet.evaluate._timing import cuda_timer
+    from passnet.evaluate import CoreGuard, cuda_timer, timing_cores
     from passnet.sample import load_sample
 
     device = "cuda"
@@ -113,7 +111,7 @@ def child(args: argparse.Namespace) -> None:
         torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     fns = {"compiled": compiled, "eager": module}
-    share = _timing_cores(device)
+    share = timing_cores(device)
     guard = CoreGuard(share) if share else None
     calls: list[list] = []  # [side, round, attempt, t_start_s, e2e_ms, device_ms]
     probes: list[list] = []  # [round, attempt, before..., after...] (see _probes)

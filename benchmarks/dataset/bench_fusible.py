@@ -25,9 +25,13 @@ from typing import Any
 import torch
 
 from passnet.data import dev_samples_dir
-from passnet.dataset import SubgraphStatus, decompose_samples
-from passnet.dataset._fusible import analyze_fusible, fusible_ranges
-from passnet.dataset._subgraph import trace_parent
+from passnet.dataset import (
+    SubgraphStatus,
+    analyze_fusible,
+    decompose_samples,
+    fusible_ranges,
+    trace_parent,
+)
 from passnet.sample import find_samples
 
 

@@ -51,17 +51,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from passnet.record import EvalRecord
+from passnet.dataset import DEFAULT_SHAPE_FACTORS, SCOPES, build_reference_task
 from passnet.evaluate import EvalSettings, evaluate_sample
 from passnet.passes import Matcher, PassManager, load_pass_dir
-from passnet.task import Task
-from passnet.sample import trace_graph
-from passnet.dataset import build_reference_task
 from passnet.passes.library import reference_passes
-from passnet.dataset import DEFAULT_SHAPE_FACTORS, SCOPES
-from passnet.sample import load_sample
-from passnet.record import baseline_tolerance
+from passnet.record import EvalRecord, baseline_tolerance
+from passnet.sample import load_sample, trace_graph
 from passnet.score import compute_scores, gmean
+from passnet.task import Task
 
 log = logging.getLogger("bench_reference_passes")
 

@@ -31,6 +31,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import functools
 import importlib.util
 import json
@@ -148,8 +149,7 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
 
 
 def in_graph(cases: list[str]) -> None:
-    from passnet.sample import trace_graph
-    from passnet.sample import load_sample
+    from passnet.sample import load_sample, trace_graph
 
     print(f"== A: in-graph cost of one call, µs (e2e delta / {N_SITES}); tight loop µs in () ==")
     loops = {k: host_us_per_call(f, 3000) for k, f in _LAUNCH.items()}
@@ -207,10 +207,9 @@ def _gemm_calls(
 
 
 def gemm_precision(work: Path) -> None:
-    from passnet.passes import PassManager
-    from passnet.sample import trace_graph
     from passnet.dataset import build_reference_task
-    from passnet.sample import load_sample
+    from passnet.passes import PassManager
+    from passnet.sample import load_sample, trace_graph
 
     print("\n== B: linear+bias+GELU per call site: device µs (max abs error vs float64) ==")
     dtypes = (torch.float32, torch.float16, torch.bfloat16)
@@ -257,10 +256,9 @@ def gemm_precision(work: Path) -> None:
 
 
 def add_layer_norm_alone(work: Path) -> None:
-    from passnet.passes import PassManager
-    from passnet.sample import trace_graph
     from passnet.dataset import build_reference_task
-    from passnet.sample import load_sample
+    from passnet.passes import PassManager
+    from passnet.sample import load_sample, trace_graph
 
     print(
         "\n== C: add_layer_norm task, e2e median ms: trace / both passes / FusedAddLayerNorm alone =="
@@ -293,6 +291,9 @@ def add_layer_norm_alone(work: Path) -> None:
 
 
 def main() -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     if not torch.cuda.is_available():
         print("launch_in_graph needs a CUDA GPU", file=sys.stderr)
         return 2

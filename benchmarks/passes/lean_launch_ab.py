@@ -5,8 +5,10 @@ For every graph of the chosen reference tasks, in one process: the eager module 
 the ``pass_mgr`` compiler's rewritten graph three times: ``jit`` with ``lean_launch``
 off (every pass kernel launched through Triton's JIT), ``launcher`` with lean keys
 but every launch through the compiled kernel's Python launcher (the lean path before
-direct launches), and ``lean`` as ``pass_mgr`` runs (``passnet.passes._launch``,
-direct launches where the probe allows them). The four are timed in alternating
+direct launches: the same rewrite, each kernel given a
+:class:`~passnet.passes.FastRun` without direct launches), and ``lean`` as ``pass_mgr``
+runs (:func:`~passnet.passes.accelerate_rules`, direct launches where the probe allows
+them). The four are timed in alternating
 rounds (the order reversed every round), each round the median e2e of ``--reps``
 synchronised calls; the table gives the median over rounds, the speedups vs eager,
 ``lean/jit`` and ``lean/lnch`` (the lean graph's time over the other two's). The
@@ -46,28 +48,49 @@ PASSES = (
 )
 
 
+def launcher_graph(module: Any, inputs: list[Any], pass_dir: Path) -> Any:
+    """The rewritten graph as ``pass_mgr`` makes it, its pass kernels launched with lean
+    keys but through Triton's Python launcher (a :class:`FastRun` without direct launches,
+    given where ``accelerate_rules`` would give one); run once, as the compiler does."""
+    from passnet.passes import (
+        FastRun,
+        PassManager,
+        fast_launch_available,
+        kernels_of,
+        rule_namespaces,
+    )
+    from passnet.sample import trace_graph
+
+    manager = PassManager.from_dirs(pass_dir)
+    if fast_launch_available()[0]:
+        for fn in kernels_of(rule_namespaces([r.replacement for r in manager.rules])):
+            if isinstance(fn.__dict__.get("run"), FastRun) or getattr(fn, "pre_run_hooks", None):
+                continue
+            fn.run = FastRun(fn, direct=False)
+    result = manager.apply(trace_graph(module))
+    result.raise_if_unmatched()
+    with torch.no_grad():
+        result.graph_module(*inputs)
+    return result.graph_module
+
+
 def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[str, Any]:
     from passnet.compilers import create_compiler
-    from passnet.passes import _launch
+    from passnet.passes import direct_launch_available, fast_launch_available
     from passnet.sample import load_sample
 
     sample = load_sample(path)
     module = sample.build_module("cuda")
     inputs = sample.replay_inputs("cuda", 0)
+
+    def pass_mgr(lean: bool) -> Any:
+        compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=lean)
+        return compiler.compile(module, inputs)
+
     fns: dict[str, Any] = {"eager": module}
-    probed = _launch._probed()
-    for name, lean, direct in (
-        ("jit", False, False),
-        ("launcher", True, False),
-        ("lean", True, True),
-    ):
-        # "launcher": lean keys, but every launch through Triton's Python launcher
-        _launch._probe_result = (*probed[:2], probed[2] and direct)
-        try:
-            compiler = create_compiler("pass_mgr", pass_dir=str(pass_dir), lean_launch=lean)
-            fns[name] = compiler.compile(module, inputs)
-        finally:
-            _launch._probe_result = probed
+    fns["jit"] = pass_mgr(lean=False)
+    fns["launcher"] = launcher_graph(module, inputs, pass_dir)  # lean keys, Python launcher
+    fns["lean"] = pass_mgr(lean=True)
     with torch.no_grad():
         jit = flatten_outputs(fns["jit"](*inputs))
         equal = all(
@@ -88,8 +111,8 @@ def measure_graph(path: Path, pass_dir: Path, rounds: int, reps: int) -> dict[st
         "lean_over_jit": med["lean"] / med["jit"],
         "lean_over_launcher": med["lean"] / med["launcher"],
         "outputs_equal": equal,
-        "lean_available": _launch.fast_launch_available()[0],
-        "direct_available": _launch.direct_launch_available(),
+        "lean_available": fast_launch_available()[0],
+        "direct_available": direct_launch_available(),
         "rounds_ms": times,
     }
 
@@ -104,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("lean_launch_ab needs a CUDA GPU", file=sys.stderr)
         return 2
-    from passnet.passes import _launch
     from passnet.dataset import build_reference_task
+    from passnet.passes import direct_launch_available, fast_launch_available
 
     print(
         "lean launch available:",
-        _launch.fast_launch_available(),
+        fast_launch_available(),
         "direct:",
-        _launch.direct_launch_available(),
+        direct_launch_available(),
     )
     dtypes = [getattr(torch, d) for d in args.dtypes]
     work = Path(tempfile.mkdtemp(prefix="passnet-lean-ab-"))

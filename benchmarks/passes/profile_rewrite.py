@@ -15,7 +15,7 @@ B. For task graphs of the reference passes (float32): the end-to-end median
    * ``folded``: a plain FX trace, which runs constant factory calls
      (``torch.arange(0, 12)``, ``torch.zeros(...)``) at trace time and keeps only
      their results — what the pass manager traced before it kept them as nodes;
-   * ``traced``: the pass manager's trace (:func:`passnet.passes.trace_graph`), not rewritten;
+   * ``traced``: the pass manager's trace (:func:`passnet.sample.trace_graph`), not rewritten;
    * ``rewritten``: that trace after the pass directory's rewrite (what ``pass_mgr`` runs);
 
    and, per node (``torch.fx.Interpreter`` with a host clock around each node), the
@@ -253,11 +253,9 @@ def device_side(cases: list[tuple[str, Any, Any, list[Any]]]) -> None:
 
 
 def decompose(cases: list[str], lean: bool = False) -> list[tuple[str, Any, Any, list[Any]]]:
-    from passnet.passes import PassManager
-    from passnet.sample import trace_graph
-    from passnet.passes._launch import accelerate_rules
     from passnet.dataset import build_reference_task
-    from passnet.sample import load_sample
+    from passnet.passes import PassManager, accelerate_rules
+    from passnet.sample import load_sample, trace_graph
 
     work = Path(tempfile.mkdtemp(prefix="passnet-profile-"))
     tasks: dict[str, Any] = {}

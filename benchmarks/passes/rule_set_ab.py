@@ -57,8 +57,7 @@ def _subset_dir(pass_dir: Path, rules: list[str], where: Path) -> Path:
 
 def measure_graph(path: Path, dirs: dict[str, Path], rounds: int, reps: int) -> dict[str, Any]:
     from passnet.compilers import create_compiler
-    from passnet.sample import trace_graph
-    from passnet.sample import load_sample
+    from passnet.sample import load_sample, trace_graph
 
     sample = load_sample(path)
     module = sample.build_module("cuda")

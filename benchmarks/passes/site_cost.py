@@ -178,11 +178,9 @@ def _allocator(example: Any) -> Callable[..., Any]:
 
 
 def measure(case: str, work: Path, tasks: dict[str, Any]) -> dict[str, Any] | None:
-    from passnet.passes import PassManager
-    from passnet.sample import trace_graph
-    from passnet.passes._launch import accelerate_rules
     from passnet.dataset import build_reference_task
-    from passnet.sample import load_sample
+    from passnet.passes import PassManager, accelerate_rules
+    from passnet.sample import load_sample, trace_graph
 
     pass_name, _, graph_name = case.partition(":")
     if pass_name not in tasks:

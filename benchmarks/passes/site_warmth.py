@@ -117,7 +117,7 @@ def _recording_launches(
 ) -> contextlib.AbstractContextManager[None]:
     """While active, every lean launch of the rules' kernels is recorded under the site
     ``current[0]`` (and still made)."""
-    from passnet.passes._launch import FastRun, kernels_of, rule_namespaces
+    from passnet.passes import FastRun, kernels_of, rule_namespaces
 
     runs = [
         run
@@ -163,11 +163,9 @@ def _raw(
 
 
 def measure(case: str, work: Path, tasks: dict[str, Any], sweep: np.ndarray) -> dict[str, Any]:
-    from passnet.passes import PassManager
-    from passnet.sample import trace_graph
-    from passnet.passes._launch import accelerate_rules
     from passnet.dataset import build_reference_task
-    from passnet.sample import load_sample
+    from passnet.passes import PassManager, accelerate_rules
+    from passnet.sample import load_sample, trace_graph
 
     pass_name, _, graph_name = case.partition(":")
     if pass_name not in tasks:

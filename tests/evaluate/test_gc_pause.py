@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from passnet.evaluate import EvalSettings, evaluate_sample
-from passnet.evaluate._child import _gc_paused
+from passnet.evaluate import EvalSettings, evaluate_sample, gc_paused
 from passnet.status import Status
 from tests.conftest import MLP, faulty
 
@@ -27,7 +26,7 @@ def test_paused_inside_and_collected_first(gc_restored, monkeypatch) -> None:
     gc.enable()
     collected = []
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(True) or 0)
-    with _gc_paused(True):
+    with gc_paused(True):
         assert not gc.isenabled()
         assert collected == [True]
     assert gc.isenabled()
@@ -35,17 +34,17 @@ def test_paused_inside_and_collected_first(gc_restored, monkeypatch) -> None:
 
 def test_restored_when_the_timed_block_raises(gc_restored) -> None:
     gc.enable()
-    with pytest.raises(RuntimeError), _gc_paused(True):
+    with pytest.raises(RuntimeError), gc_paused(True):
         raise RuntimeError("timing failed")
     assert gc.isenabled()
 
 
 def test_not_paused_when_off_and_a_disabled_collector_stays_disabled(gc_restored) -> None:
     gc.enable()
-    with _gc_paused(False):
+    with gc_paused(False):
         assert gc.isenabled()
     gc.disable()
-    with _gc_paused(True):
+    with gc_paused(True):
         assert not gc.isenabled()
     assert not gc.isenabled()
 

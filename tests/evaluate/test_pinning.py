@@ -27,16 +27,16 @@ def test_gpu_workers_get_distinct_cores_from_the_end_avoiding_core0_siblings(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     picked = []
     for gpu in range(3):
-        _child._pin_to_one_core(f"cuda:{gpu}")
+        _child.pin_to_one_core(f"cuda:{gpu}")
         picked.append(affinity["set"])
     assert picked == [{7}, {5}, {2}]
 
 
 def test_cpu_device_and_a_single_core_are_left_alone(affinity) -> None:
-    _child._pin_to_one_core("cpu")
+    _child.pin_to_one_core("cpu")
     assert affinity["set"] is None
     affinity["allowed"] = {3}
-    _child._pin_to_one_core("cuda")
+    _child.pin_to_one_core("cuda")
     assert affinity["set"] is None
 
 

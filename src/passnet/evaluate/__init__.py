@@ -1,14 +1,34 @@
 """One graph × one compiler: the isolated child, correctness, timing → :class:`~passnet.record.EvalRecord`."""
 
+from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
 from passnet.evaluate._evaluate import evaluate_sample, probe_device, software_versions
-from passnet.evaluate._isolate import ChildOutcome, run_isolated
+from passnet.evaluate._gpu_clock import open_clock_monitor
+from passnet.evaluate._host import CoreGuard
+from passnet.evaluate._isolate import (
+    FORKSERVER_PRELOAD,
+    ChildOutcome,
+    no_randomization_for_exec,
+    run_isolated,
+)
 from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 
 __all__ = [
+    "FORKSERVER_PRELOAD",
     "ChildOutcome",
+    "CoreGuard",
     "EvalSettings",
+    "cpu_timer",
+    "cuda_timer",
     "evaluate_sample",
+    "gc_paused",
+    "measure_interleaved",
+    "measure_sides",
+    "no_randomization_for_exec",
+    "open_clock_monitor",
+    "pin_to_one_core",
     "probe_device",
     "run_isolated",
     "software_versions",
+    "timing_cores",
 ]

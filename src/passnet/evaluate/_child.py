@@ -40,7 +40,15 @@ from passnet.record import BASELINE_T
 from passnet.sample import Comparison, accuracy_message, compare_outputs, flatten_outputs
 from passnet.status import Status
 
-__all__ = ["ChildRequest", "probe_device_child", "run_child"]
+__all__ = [
+    "ChildRequest",
+    "gc_paused",
+    "measure_sides",
+    "pin_to_one_core",
+    "probe_device_child",
+    "run_child",
+    "timing_cores",
+]
 
 log = logging.getLogger(__name__)
 
@@ -263,15 +271,15 @@ def _evaluate(
     if s.time_graphs:
         stage.enter("measure")
         guard = None
-        share = _timing_cores(device) if s.pin_cpu else []
+        share = timing_cores(device) if s.pin_cpu else []
         if share and s.core_guard:
             guard = CoreGuard(share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s)
         elif share:
-            _pin_to_one_core(device, share)
+            pin_to_one_core(device, share)
         clocks = open_clock_monitor(device)
         mutating = _mutating(inputs1, module, compiled, device)
-        with _gc_paused(s.pause_gc):
-            timings = _measure(compiled, module, inputs1, device, s, mutating, guard, clocks)
+        with gc_paused(s.pause_gc):
+            timings = measure_sides(compiled, module, inputs1, device, s, mutating, guard, clocks)
         if guard is not None:
             result["host"] = dataclasses.asdict(guard.report())
         gpu = clocks.report() if clocks is not None else None
@@ -361,7 +369,7 @@ def _mutating(inputs: list[Any], module: Any, compiled: Any, device: str) -> boo
 
 
 @contextlib.contextmanager
-def _gc_paused(pause: bool) -> Iterator[None]:
+def gc_paused(pause: bool) -> Iterator[None]:
     """Without Python's cyclic collector while timing (a collection lands in whichever call
     happens to allocate the object that triggers it); collected first, restored after."""
     if not pause or not gc.isenabled():
@@ -375,7 +383,7 @@ def _gc_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
-def _timing_cores(device: str) -> list[int]:
+def timing_cores(device: str) -> list[int]:
     """The CPU cores the timing thread for ``device`` may use (:func:`core_share`), or none
     (not CUDA, no affinity control, or a single allowed core: nothing to choose)."""
     if not device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
@@ -387,16 +395,16 @@ def _timing_cores(device: str) -> list[int]:
     return core_share(allowed, index, max(1, torch.cuda.device_count()))
 
 
-def _pin_to_one_core(device: str, share: list[int] | None = None) -> None:
+def pin_to_one_core(device: str, share: list[int] | None = None) -> None:
     """Pin this thread to the first core of its share (after compilation, before timing);
-    ``share``: the device's :func:`_timing_cores`, where the caller has them already.
+    ``share``: the device's :func:`timing_cores`, where the caller has them already.
 
     Launch-bound GPU graphs run as fast as the launching core; a fixed core per GPU
     worker removes core-to-core and migration differences between runs. With
     ``core_guard`` (the default) the timing loop's :class:`CoreGuard` chooses the core
     instead, and keeps choosing.
     """
-    share = _timing_cores(device) if share is None else share
+    share = timing_cores(device) if share is None else share
     if share:
         os.sched_setaffinity(0, {share[0]})
 
@@ -438,7 +446,7 @@ def _extra_figures(
         setattr(timings[name], f"{field}_error" if isinstance(value, str) else field, value)
 
 
-def _measure(
+def measure_sides(
     compiled: Any,
     module: Any,
     inputs: list[Any],
@@ -448,6 +456,17 @@ def _measure(
     guard: CoreGuard | None = None,
     clocks: ClockMonitor | None = None,
 ) -> dict[str, Any]:
+    """The harness's timing of one graph: ``compiled`` against its eager ``module`` on
+    ``inputs``, ``{"compiled": Timing, "eager": Timing}``.
+
+    The clock is :func:`cuda_timer` on CUDA (with the L2 cache flushed before every call
+    where ``s.flush_l2`` says so), :func:`cpu_timer` elsewhere; both sides are timed by
+    :func:`measure_interleaved` with ``s``'s warm-up, trials, rounds and adaptive
+    repetition, under ``torch.no_grad()``. ``mutating``: each call gets fresh clones of the
+    inputs (made outside the timed region). ``guard`` and ``clocks`` are passed on to
+    :func:`measure_interleaved`. Pinning the thread and pausing the collector are the
+    caller's (:func:`pin_to_one_core`, :func:`gc_paused`).
+    """
     timer = cuda_timer if device.startswith("cuda") else cpu_timer
     if s.flush_l2 and device.startswith("cuda"):
         timer = flushing(timer, l2_flusher(device))

@@ -33,11 +33,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChildOutcome", "layout_fixed", "run_isolated"]
+__all__ = [
+    "FORKSERVER_PRELOAD",
+    "ChildOutcome",
+    "layout_fixed",
+    "no_randomization_for_exec",
+    "run_isolated",
+]
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = [
+FORKSERVER_PRELOAD = [
     "torch",
     # Modules that the first torch.compile of every child would otherwise import
     # (Dynamo, AOTAutograd, the compile-worker code: about 2 s on the 2-core development
@@ -54,6 +60,10 @@ _PRELOAD = [
     "passnet.sample",
     "passnet.passes",
 ]
+"""Modules the forkserver imports before it forks the first child (names a torch version
+lacks are skipped). Read when the forkserver context is first made: an experiment may
+change the list in place before the first :func:`run_isolated` of its process
+(``benchmarks/bench_startup.py`` does)."""
 _START_BUDGET_S = 300.0
 """How long a child may take to report its start (forkserver start included)."""
 _ctx_lock = threading.Lock()
@@ -76,7 +86,7 @@ def layout_fixed() -> bool | None:
 
 
 @contextlib.contextmanager
-def _no_randomization_for_exec() -> Iterator[bool]:
+def no_randomization_for_exec() -> Iterator[bool]:
     """Programs this process starts meanwhile run without address-space randomization
     (the personality flag is inherited and takes effect at exec); True if it could be set."""
     libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -113,7 +123,7 @@ def _context(fixed_layout: bool | None) -> Any:
     global _ctx, _server_layout
     if _ctx is None:
         _ctx = multiprocessing.get_context("forkserver")
-        _ctx.set_forkserver_preload(_PRELOAD)
+        _ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
     want = fixed_layout if fixed_layout is not None else (_server_layout is not False)
     if _server_layout is not None and _server_layout != want:
         server = multiprocessing.forkserver._forkserver
@@ -128,7 +138,7 @@ def _context(fixed_layout: bool | None) -> Any:
         _server_layout = None
     if _server_layout is None:
         if want:
-            with _no_randomization_for_exec():
+            with no_randomization_for_exec():
                 multiprocessing.forkserver.ensure_running()
         else:
             multiprocessing.forkserver.ensure_running()
