@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
 from passnet.errors import InputFormatError
-from passnet.record import SCHEMA_VERSION, EvalRecord, read_records, record_from_json
+from passnet.record import (
+    SCHEMA_VERSION,
+    EvalRecord,
+    append_jsonl,
+    read_records,
+    record_from_json,
+)
 from passnet.status import Status
 
 
@@ -35,11 +42,78 @@ def test_complete_bad_line_is_an_error_with_file_and_line(tmp_path: Path) -> Non
     assert info.value.context["line"] == "2"
 
 
-def test_repeated_key_keeps_the_later_record(tmp_path: Path) -> None:
+def test_torn_final_line_is_skipped_with_a_warning_naming_file_and_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "r.jsonl"
+    whole = _rec("a").to_json() + "\n" + _rec("b").to_json() + "\n"
+    path.write_text(whole[:-20])  # a kill inside the second record's write
+    with caplog.at_level(logging.WARNING, logger="passnet.record._jsonl"):
+        assert [r.graph for r in read_records(path)] == ["a"]
+    assert f"{path}:2: skipping a torn last line" in caplog.text
+    assert "not an evaluation record" in caplog.text
+
+
+def test_torn_final_line_cut_inside_a_character_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(_rec("a").to_json().encode() + b'\n{"graph": "\xe2\x82')
+    assert [r.graph for r in read_records(path)] == ["a"]
+    path.write_bytes(_rec("a").to_json().encode() + b'\n{"graph": "\xe2\x82\n')
+    with pytest.raises(InputFormatError, match="not UTF-8") as info:
+        read_records(path)
+    assert info.value.context["line"] == "2"
+
+
+def test_a_whole_final_record_without_its_newline_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(_rec("a").to_json() + "\n" + _rec("b").to_json())
+    assert [r.graph for r in read_records(path)] == ["a", "b"]
+
+
+def test_a_bad_record_in_the_middle_names_file_line_and_field(tmp_path: Path) -> None:
+    bad = json.loads(_rec("b").to_json())
+    bad["graph"] = 5
+    path = tmp_path / "r.jsonl"
+    path.write_text(
+        _rec("a").to_json() + "\n" + json.dumps(bad) + "\n" + _rec("c").to_json() + "\n"
+    )
+    with pytest.raises(InputFormatError, match="not an evaluation record: record.graph") as info:
+        read_records(path)
+    assert info.value.context["file"] == str(path)
+    assert info.value.context["line"] == "2"
+
+
+def test_a_record_of_a_newer_schema_is_an_error_even_as_the_last_line(tmp_path: Path) -> None:
+    newer = json.loads(_rec("b").to_json())
+    newer["schema_version"] = SCHEMA_VERSION + 1
+    path = tmp_path / "r.jsonl"
+    path.write_text(_rec("a").to_json() + "\n" + json.dumps(newer) + "\n")
+    with pytest.raises(InputFormatError, match="newer than this passnet") as info:
+        read_records(path)
+    assert info.value.context["line"] == "2"
+    assert info.value.context["field"] == "schema_version"
+
+
+def test_records_appended_by_the_writer_read_back_after_a_kill(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    for graph in "abc":
+        append_jsonl(path, _rec(graph).to_dict())
+    assert path.read_text() == "".join(_rec(g).to_json() + "\n" for g in "abc")
+    path.write_bytes(path.read_bytes()[:-7])  # the third write cut short
+    assert [r.graph for r in read_records(path)] == ["a", "b"]
+    append_jsonl(path, _rec("d").to_dict())  # the next run cuts the fragment off first
+    assert [r.graph for r in read_records(path)] == ["a", "b", "d"]
+
+
+def test_repeated_key_keeps_the_later_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(_rec("a", Status.ACCURACY).to_json() + "\n" + _rec("a").to_json() + "\n")
-    (only,) = read_records(path)
+    with caplog.at_level(logging.WARNING):
+        (only,) = read_records(path)
     assert only.status is Status.OK
+    assert f"{path}:2: repeated record for a replaces the earlier one" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from passnet.errors import InputFormatError, StoreError
 from passnet.evaluate import EvalSettings
-from passnet.record import parse_log
+from passnet.record import EvalRecord, parse_log
 from passnet.runner import ResultStore, plan_items, read_records, run_evaluations
 from passnet.runner import _store as store_module
 from passnet.status import Status
@@ -67,6 +68,52 @@ def test_undecodable_bytes_in_the_records_are_named(tmp_path: Path, fast: EvalSe
     # the same bytes as a torn last line (no newline) are dropped like any torn write
     results.write_bytes(results.read_bytes().rstrip(b"\n"))
     assert len(read_records(results)) == 1
+
+
+def _record(graph: str) -> EvalRecord:
+    return EvalRecord(graph, "h" * 64, "eager", {}, "cfg", "cpu", Status.OK)
+
+
+def test_records_are_appended_as_fsynced_lines_and_a_torn_one_is_cut_off_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    store = ResultStore(tmp_path)
+    store.add(_record("a"))
+    store.add(_record("b"))
+    store.close()
+    results = tmp_path / "results.jsonl"
+    assert results.read_text() == _record("a").to_json() + "\n" + _record("b").to_json() + "\n"
+    assert len(synced) == 2
+    results.write_bytes(results.read_bytes()[:-30])  # a kill inside the second write
+    with caplog.at_level(logging.WARNING):
+        store = ResultStore(tmp_path)
+    assert [r.graph for r in store.records()] == ["a"]
+    assert "cutting off a torn last line" in caplog.text
+    assert results.read_text() == _record("a").to_json() + "\n"
+    store.add(_record("c"))
+    (n,) = store._db.execute("SELECT COUNT(*) FROM records").fetchone()
+    store.close()
+    assert n == 2 and [r.graph for r in read_records(results)] == ["a", "c"]
+
+
+def test_a_whole_last_line_that_is_no_record_is_named_not_cut_off(tmp_path: Path) -> None:
+    # A write cut short is never a whole JSON object; a whole object without its newline
+    # that is no record (a newer passnet's, one written by hand) is not a torn write: it
+    # is kept and the user hears of it, where the store used to cut it off silently.
+    newer = json.loads(_record("b").to_json())
+    newer["schema_version"] += 1
+    results = tmp_path / "results.jsonl"
+    results.write_text(_record("a").to_json() + "\n" + json.dumps(newer))
+    with pytest.raises(InputFormatError, match="newer than this passnet") as info:
+        ResultStore(tmp_path)
+    assert info.value.context["line"] == "2"
+    assert results.read_text().endswith(json.dumps(newer) + "\n")
+    # the failed open released the folder: once the line is dealt with, the store opens
+    results.write_text(_record("a").to_json() + "\n")
+    ResultStore(tmp_path).close()
 
 
 def test_a_mirror_that_cannot_be_written_does_not_stop_the_run_and_is_rebuilt(

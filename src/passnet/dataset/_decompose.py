@@ -24,7 +24,6 @@ failed, with the reason).
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import shutil
 import time
@@ -55,7 +54,7 @@ from passnet.dataset._subgraph import (
     unit_ranges,
 )
 from passnet.errors import DatasetError, PassnetError
-from passnet.record import ErrorInfo, read_manifest
+from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
 
 __all__ = [
@@ -546,8 +545,11 @@ def write_op_ranges(
 
 
 def read_decompose_manifest(path: str | Path) -> list[DecomposeResult]:
-    """Read a ``decompose.jsonl`` written by :func:`decompose_samples` (bad lines are skipped, logged)."""
-    return read_manifest(path, DecomposeResult.from_dict, "decompose", (DatasetError,))
+    """Read a ``decompose.jsonl`` written by :func:`decompose_samples` (a torn last line is
+    skipped with a warning; any other bad line is an ``InputFormatError`` with file and line)."""
+    return read_jsonl(
+        path, DecomposeResult.from_dict, what="a decompose result", errors=(DatasetError,)
+    )
 
 
 def decompose_samples(
@@ -582,10 +584,7 @@ def decompose_samples(
     if SubgraphKind.CLASSICAL in kind_list:
         folding, index_of = _fold_corpus(samples, out, options)
     results = []
-    with (
-        progress_bar("decompose", progress) as bar,
-        manifest.open("a") as sink,
-    ):
+    with progress_bar("decompose", progress) as bar:
         task = bar.add_task("", total=len(samples))
         for path, name in zip(samples, names, strict=True):
             bar.update(task, description=name)
@@ -604,8 +603,7 @@ def decompose_samples(
                 catalog=catalog,
                 **options,
             )
-            sink.write(json.dumps(result.to_dict(), sort_keys=True) + "\n")
-            sink.flush()
+            append_jsonl(manifest, result.to_dict())
             results.append(result)
             bar.advance(task)
     return results

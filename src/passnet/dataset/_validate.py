@@ -41,6 +41,7 @@ from torch.fx.passes.split_module import split_module
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
 from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError
+from passnet.record import read_jsonl
 from passnet.sample import (
     Sample,
     canonical_op_name,
@@ -690,22 +691,10 @@ def validate_samples(
 
 
 def read_reports(path: str | Path) -> list[ValidationReport]:
-    """Reports from a JSON Lines file (a missing file has none); a torn last line is ignored."""
+    """Reports from a JSON Lines file (a missing file has none), read by
+    :func:`passnet.record.read_jsonl`: a torn last line is skipped with a warning, any other
+    bad line is an :class:`InputFormatError` with file and line."""
     path = Path(path)
     if not path.is_file():
         return []
-    reports = []
-    lines = path.read_text().splitlines()
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            reports.append(ValidationReport.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, ValueError) as exc:
-            if lineno == len(lines):  # a run killed mid-write leaves a partial last line
-                log.warning("ignoring incomplete last line of %s", path)
-                break
-            raise InputFormatError(
-                f"not a validation report: {exc}", file=path, line=lineno
-            ) from exc
-    return reports
+    return read_jsonl(path, ValidationReport.from_dict, what="a validation report")

@@ -6,7 +6,7 @@ runner, scores, reports) speaks in these types; this package imports nothing of
 passnet but :mod:`passnet.status` and :mod:`passnet.errors`.
 """
 
-from passnet.record._jsonl import read_manifest
+from passnet.record._jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_jsonl_tail
 from passnet.record._log import dtype_from_name, render_log
 from passnet.record._logparse import parse_log
 from passnet.record._schema import (
@@ -52,17 +52,20 @@ __all__ = [
     "PassReport",
     "Timing",
     "TimingStats",
+    "append_jsonl",
     "baseline_tolerance",
     "compiler_config_hash",
     "config_hash",
     "dtype_from_name",
+    "iter_jsonl",
     "latest_records",
     "log_key",
     "parse_log",
-    "read_manifest",
+    "read_jsonl",
     "read_records",
     "record_from_dict",
     "record_from_json",
     "render_log",
+    "repair_jsonl_tail",
     "tolerance",
 ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from passnet.errors import InputFormatError
+from passnet.record._jsonl import iter_jsonl
 from passnet.status import Status
 
 __all__ = [
@@ -412,42 +413,20 @@ def read_records(path: str | Path) -> list[EvalRecord]:
 
     A record whose slot (:attr:`EvalRecord.slot`: graph, compiler, configuration,
     device) appears again, a repeated evaluation or the same graph evaluated again
-    after its sample changed, is replaced by the later one. A final line without a newline that does not parse is a write
-    torn by a kill: it is skipped with a warning. Any other bad line is an
-    :class:`InputFormatError` naming the file and line.
+    after its sample changed, is replaced by the later one. Lines are read as
+    :func:`passnet.record.iter_jsonl` reads every JSON Lines file: a final line without a
+    newline that does not parse is a write torn by a kill, skipped with a warning; any
+    other bad line is an :class:`InputFormatError` naming the file and line.
     """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputFormatError(f"cannot read records: {exc.strerror}", file=path) from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        if b"\n" in data[exc.start :] or data.endswith(b"\n"):  # not only a torn tail
-            raise InputFormatError(
-                f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a records file, "
-                "or a damaged one",
-                file=path,
-                line=line,
-            ) from exc
-        text = data[: data.rfind(b"\n") + 1].decode("utf-8") + "\ufffd"  # a torn last line
-    lines = text.splitlines()
-    torn_tail = bool(text) and not text.endswith("\n")
     by_key: dict[tuple[str, ...], EvalRecord] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = record_from_json(line)
-        except InputFormatError as exc:
-            if torn_tail and number == len(lines):
-                log.warning("%s: skipping torn last line %d (%s)", path, number, exc.message)
-                continue
-            raise InputFormatError(exc.message, file=path, line=number, **exc.context) from exc
+    for number, record in iter_jsonl(path, _record_of_line, what="an evaluation record"):
         _keep_latest(by_key, record, f"{path}:{number}")
     return list(by_key.values())
+
+
+def _record_of_line(d: dict[str, Any]) -> EvalRecord:
+    """A record from one line's object; the reader names a refusal with file and line."""
+    return _build(EvalRecord, _migrate(dict(d)))
 
 
 def _keep_latest(

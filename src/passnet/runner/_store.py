@@ -1,8 +1,9 @@
 """The result store of a run folder: ``results.jsonl`` (source of truth) mirrored in ``results.sqlite``.
 
 Each record is appended as one line with a single ``write`` and ``fsync``-ed
-before the next evaluation starts, so a run killed with SIGKILL loses no finished
-record; a torn last line (killed mid-write) is dropped on open. SQLite is a mirror:
+(:func:`passnet.record.append_jsonl`) before the next evaluation starts, so a run killed
+with SIGKILL loses no finished record; a torn last line (killed mid-write) is cut off on
+open (:func:`passnet.record.repair_jsonl_tail`). SQLite is a mirror:
 it remembers the size of the JSON Lines it mirrors, and is rebuilt from them on open
 whenever they differ (a kill between the two writes, a line appended by hand, a
 mirror that could not be written because a reader held it). A mirror that is not an
@@ -21,8 +22,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from passnet.errors import InputFormatError, StoreError
-from passnet.record import EvalRecord, read_records, record_from_json
+from passnet.errors import StoreError
+from passnet.record import EvalRecord, append_jsonl, read_records, repair_jsonl_tail
 
 try:
     import fcntl
@@ -122,7 +123,7 @@ class ResultStore:
             if self.jsonl.exists() or self.jsonl.is_symlink():
                 if not self.jsonl.is_file():
                     raise StoreError("the results file is not a regular file", path=self.jsonl)
-                self._repair_tail()
+                repair_jsonl_tail(self.jsonl)  # a torn last line cut off, a whole one ended
                 for rec in read_records(self.jsonl):
                     self._records[rec.key] = rec
             self._slots = {rec.slot: key for key, rec in self._records.items()}
@@ -165,22 +166,6 @@ class ResultStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the lock
             self._lock_fd = None
-
-    def _repair_tail(self) -> None:
-        data = self.jsonl.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            try:
-                record_from_json(data[cut:].decode("utf-8"))
-            except (InputFormatError, UnicodeDecodeError):
-                log.warning(
-                    "%s: truncating a torn final record (%d bytes)", self.jsonl, len(data) - cut
-                )
-                with open(self.jsonl, "r+b") as f:
-                    f.truncate(cut)
-            else:  # a whole record that only lacks its newline: keep it
-                with open(self.jsonl, "ab") as f:
-                    f.write(b"\n")
 
     def _jsonl_size(self) -> int:
         return self.jsonl.stat().st_size if self.jsonl.exists() else 0
@@ -265,15 +250,9 @@ class ResultStore:
 
     def add(self, rec: EvalRecord) -> None:
         """Persist one record durably (JSONL fsync, then SQLite commit)."""
-        line = (rec.to_json() + "\n").encode()
         with self._lock:
             try:
-                fd = os.open(self.jsonl, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, line)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                append_jsonl(self.jsonl, rec.to_dict())
             except OSError as exc:
                 raise StoreError(
                     f"cannot append a record: {exc.strerror}", path=self.jsonl
