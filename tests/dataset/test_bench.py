@@ -12,6 +12,7 @@ from passnet.dataset import decompose_samples, generalize_samples
 from passnet.dataset._bench import build_bench, shape_bucket
 from passnet.errors import DatasetError
 from passnet.sample import find_samples, load_sample
+from passnet.task import TASK_SCHEMA_VERSION, load_task
 from tests.conftest import BERT, DEV, MLP
 
 BASELINE3D = DEV / "mmpose" / "SimpleBaseline3D"
@@ -90,7 +91,19 @@ def test_a_task_aggregates_dtypes_and_has_the_passbench_layout(
     entry = task_dir / "entry.sh"
     assert os.access(entry, os.X_OK)
     assert 'passnet eval "$(dirname "$0")" --compiler pass_mgr "$@"' in entry.read_text()
-    assert json.loads((task_dir / "task.json").read_text())["name"] == task.name
+    document = json.loads((task_dir / "task.json").read_text())
+    assert document["name"] == task.name and document["schema_version"] == TASK_SCHEMA_VERSION
+    loaded = load_task(task_dir)  # the one task format: passnet.task reads what bench wrote
+    assert loaded.name == task.name and loaded.entry == entry.resolve()
+    assert loaded.metadata == {
+        "builder": "bench",
+        "split": task.split,
+        "kind": task.kind,
+        "op_sequence": task.op_sequence,
+    }
+    assert list(loaded.graph_metadata) == [
+        {k: v for k, v in g.items() if k != "path"} for g in task.graphs
+    ]
 
 
 def test_stride_keeps_every_sigma_th_subgraph_of_a_sequence(

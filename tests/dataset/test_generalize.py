@@ -18,7 +18,14 @@ from passnet.dataset._generalize import (
     plan_variants,
 )
 from passnet.dataset._shapes import GeneralizeError, _new_expand_sizes, _new_index, _new_view_sizes
-from passnet.dataset._subgraph import trace_parent
+from passnet.dataset._subgraph import copy_parent_graph, render_model_source, trace_parent
+from passnet.dataset._variants import (
+    cast_sample,
+    dtype_candidates,
+    normalization_parameters,
+    write_first_runnable,
+)
+from passnet.errors import SampleError
 from passnet.sample import TensorMeta, load_sample, write_sample
 from tests.conftest import BERT, DEV
 
@@ -112,6 +119,84 @@ def test_batch_norm_statistics_stay_float32(tmp_path: Path) -> None:
     assert stats and all(m.dtype == torch.float32 for m in stats)
     convs = [m for n, m in metas.items() if n.endswith("conv_parameters_weight_")]
     assert convs and all(m.dtype == torch.float16 for m in convs)
+    protected = load_sample(written(result)["float16"]).graph_net["generalization"][
+        "protected_float32"
+    ]
+    assert {m.name for m in stats} <= set(protected)
+    assert all(metas[n].dtype == torch.float32 for n in protected)  # affine parameters too
+
+
+def test_generalize_and_cast_sample_make_the_same_dtype_variant(tmp_path: Path) -> None:
+    # One implementation: the generalize stage's variant is cast_sample's with literals rewritten.
+    result = generalize_sample(BERT, tmp_path / "g", dtypes=["float16"], shape_factors=[])
+    generalized = load_sample(written(result)["float16"])
+    cast = load_sample(cast_sample(BERT, tmp_path / "c", torch.float16, literals="always"))
+    assert generalized.model_source == cast.model_source
+    assert {n: m.dtype for n, m in generalized.metas.items()} == {
+        n: m.dtype for n, m in cast.metas.items()
+    }
+    assert cast.graph_net["dtype_literals_rewritten"] == "torch.float16"
+    # Each caller keeps its own provenance and hash.
+    assert (
+        generalized.graph_net["generalization"]["parent_graph_hash"]
+        == (cast.graph_net["dtype_generalization"]["source_graph_hash"])
+    )
+    assert generalized.graph_hash != cast.graph_hash
+
+
+def _baseline3d_candidates(literals: str = "never"):
+    sample = load_sample(BASELINE3D)
+    graph, _ = copy_parent_graph(trace_parent(sample))
+    names = list(sample.param_names)
+    annotations = [dict(sample.params)[n] or "torch.Tensor" for n in names]
+    stats, affine = normalization_parameters(graph)
+    candidates = dtype_candidates(
+        graph,
+        [*sample.weight_metas, *sample.input_metas],
+        torch.float16,
+        render=lambda g: render_model_source(g, names, annotations),
+        traced_source=sample.model_source,
+        literals=literals,
+    )
+    return candidates, stats, affine
+
+
+def test_a_variant_falls_back_to_keeping_only_the_normalization_statistics(
+    tmp_path: Path,
+) -> None:
+    candidates, stats, affine = _baseline3d_candidates()
+    assert stats and affine and not stats & affine
+    tried = []
+
+    def write(dst: Path, candidate) -> None:
+        tried.append(candidate.cast.kept_float32)
+        dst.mkdir()
+
+    def check(dst: Path) -> None:
+        if set(tried[-1]) != stats:  # pretend only "statistics alone" runs
+            raise RuntimeError("mixed dtypes")
+
+    chosen = write_first_runnable(candidates, tmp_path / "v", write, check, sample=BASELINE3D)
+    assert tried == [tuple(sorted(stats | affine)), tuple(sorted(stats))]
+    assert chosen.cast.kept_float32 == tuple(sorted(stats)) and (tmp_path / "v").is_dir()
+    dtypes = {m.name: m.dtype for m in chosen.metas}
+    assert {dtypes[n] for n in stats} == {torch.float32}
+    assert {dtypes[n] for n in affine} == {torch.float16}
+
+
+def test_when_no_variant_runs_each_way_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
+    candidates, _, _ = _baseline3d_candidates("always")
+
+    def check(dst: Path) -> None:
+        raise RuntimeError("overflow")
+
+    with pytest.raises(SampleError, match="does not run eagerly") as info:
+        write_first_runnable(
+            candidates, tmp_path / "v", lambda dst, c: dst.mkdir(), check, sample=BASELINE3D
+        )
+    message = info.value.message
+    assert message.count("RuntimeError: overflow") == 3 and "casting all" in message
+    assert not (tmp_path / "v").exists()
 
 
 def test_a_variant_that_cannot_be_made_consistent_fails_with_the_node(tmp_path: Path) -> None:

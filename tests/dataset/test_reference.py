@@ -18,16 +18,26 @@ T5 = "transformers-auto-model/google/t5-efficient-large-el2"
 SPLADE = "transformers-auto-model/splade-mini"
 
 
-def test_rewrite_dtype_literals_renames_fp32_dtypes_and_the_mask_fill_value():
-    source = (
-        "a = x.to(torch.float32)\nb = torch.zeros(3, dtype=torch.float)\n"
-        "c = y.to(torch.float16)\nd = z.masked_fill(m, -3.4028234663852886e+38)\ne = w.float()\n"
-    )
-    out = rewrite_dtype_literals(source, torch.float16)
-    assert out == (
-        "a = x.to(torch.float16)\nb = torch.zeros(3, dtype=torch.float16)\n"
-        "c = y.to(torch.float16)\nd = z.masked_fill(m, -65504.0)\ne = w.float()\n"
-    )
+def test_rewrite_dtype_literals_renames_fp32_dtypes_the_mask_fill_value_and_float_calls():
+    def f(x, y, z, m, w):
+        a = x.to(torch.float32)
+        b = torch.zeros(x.size(0), dtype=torch.float)
+        c = y.to(torch.float16)
+        d = z.masked_fill(m, -3.4028234663852886e38)
+        e = w.float()
+        g = x.to(torch.float64)
+        return a, b, c, d, e, g
+
+    gm = torch.fx.symbolic_trace(f)
+    assert rewrite_dtype_literals(gm.graph, torch.float16) == 4  # a, b, d, e
+    gm.recompile()
+    code = gm.code
+    assert "torch.float32" not in code and ".float()" not in code
+    assert code.count("torch.float16") == 3 and "-65504.0" in code and ".half()" in code
+    assert "torch.float64" in code  # only float32 literals follow the dtype
+    assert rewrite_dtype_literals(gm.graph, "bfloat16") == 0  # nothing float32 is left
+    with pytest.raises(TypeError, match="torch.fx.Graph"):
+        rewrite_dtype_literals("x.to(torch.float32)", torch.float16)
 
 
 def test_variant_keeps_model_py_when_the_cast_graph_runs(tmp_path):
@@ -74,6 +84,14 @@ def test_build_reference_task_lays_out_graphs_pass_dir_and_entry(tmp_path):
     assert task.entry is not None and os.access(task.entry, os.X_OK)
     assert "--compiler pass_mgr" in task.entry.read_text()
     assert task.name == "reference-masked_mean_pooling"
+    assert task.metadata == {
+        "builder": "reference",
+        "pass": "masked_mean_pooling",
+        "scope": "graph",
+        "dtypes": ["float32", "float16", "bfloat16"],
+    }
+    assert [m["dtype"] for m in task.graph_metadata] == ["float32", "float16", "bfloat16"]
+    assert {m["source"] for m in task.graph_metadata} == {SPLADE}
 
 
 def test_build_reference_task_needs_the_source_samples(tmp_path):

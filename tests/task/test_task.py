@@ -13,7 +13,16 @@ import torch
 from passnet.dataset import cast_sample
 from passnet.errors import PassLoadError, SampleError
 from passnet.sample import TensorMeta, find_samples, load_sample, write_sample
-from passnet.task import MANIFEST_FILE, TaskError, create_task, load_task
+from passnet.task import (
+    ENTRY_SCRIPT,
+    MANIFEST_FILE,
+    TASK_SCHEMA_VERSION,
+    TaskError,
+    TaskGraph,
+    create_task,
+    load_task,
+    write_task,
+)
 from tests.passes.conftest import MLP, SPLADE, sample_path
 
 
@@ -36,6 +45,18 @@ def test_create_task_writes_the_layout_and_load_task_reads_it(tmp_path: Path) ->
     assert [p.name for p in find_samples([root])] == ["splade-mini", "sadhaklal_mlp-iris"]
     assert load_sample(task.graphs[0]).graph_hash == load_sample(sample_path(SPLADE)).graph_hash
     assert load_task(root) == task
+    document = json.loads((root / "task.json").read_text())
+    assert document == {
+        "schema_version": TASK_SCHEMA_VERSION,
+        "name": "pooling",
+        "metadata": {},
+        "graphs": [
+            {"path": "graphs/splade-mini", "source": str(sample_path(SPLADE).resolve())},
+            {"path": "graphs/sadhaklal_mlp-iris", "source": str(sample_path(MLP).resolve())},
+        ],
+    }
+    assert task.graph_metadata[1] == {"source": str(sample_path(MLP).resolve())}
+    assert task.schema_version == TASK_SCHEMA_VERSION
 
 
 def test_samples_with_the_same_folder_name_get_distinct_graph_folders(tmp_path: Path) -> None:
@@ -112,6 +133,179 @@ def test_const_pass_dir_is_part_of_the_compiler_config(tmp_path: Path) -> None:
     (root / "const_pass_dir" / MANIFEST_FILE).write_text("[]")
     task = load_task(root)
     assert task.compiler_config()["const_pass_dir"] == str((root / "const_pass_dir").resolve())
+
+
+def test_write_task_is_the_one_writer_and_records_metadata(tmp_path: Path) -> None:
+    graphs = [
+        TaskGraph("graphs/float16/a", sample_path(MLP), {"dtype": "float16", "bucket": [[0, 1]]}),
+        TaskGraph("graphs/float32/a", sample_path(SPLADE)),
+    ]
+    metadata = {"builder": "test", "op_sequence": ["F.linear"], "split": "train"}
+    task = write_task(tmp_path / "t", graphs, name="mine", metadata=metadata)
+    root = tmp_path / "t"
+    assert task.graph_entries == ("graphs/float16/a", "graphs/float32/a")
+    assert task.metadata == metadata
+    assert task.graph_metadata == ({"dtype": "float16", "bucket": [[0, 1]]}, {})
+    assert (root / "entry.sh").read_text() == ENTRY_SCRIPT
+    assert os.stat(root / "entry.sh").st_mode & 0o777 == 0o755
+    text = (root / "task.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+    assert json.loads(text)["schema_version"] == TASK_SCHEMA_VERSION
+    # Byte for byte: the copy is the sample's files, nothing else.
+    for name in os.listdir(sample_path(MLP)):
+        if name != "__pycache__":
+            assert (root / "graphs/float16/a" / name).read_bytes() == (
+                sample_path(MLP) / name
+            ).read_bytes()
+
+
+def test_write_task_copies_a_pass_dir(tmp_path: Path) -> None:
+    passes = tmp_path / "passes"
+    passes.mkdir()
+    (passes / "Fuse.py").write_text("# a pass\n")
+    (passes / "kernels.py").write_text("# a helper\n")
+    (passes / MANIFEST_FILE).write_text('["Fuse"]')
+    task = write_task(
+        tmp_path / "t", [TaskGraph("graphs/mlp", sample_path(MLP))], name="t", pass_dir=passes
+    )
+    assert task.pass_names == ("Fuse",)
+    assert sorted(p.name for p in task.pass_dir.iterdir()) == [
+        "Fuse.py",
+        "kernels.py",
+        MANIFEST_FILE,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/abs/graph", "normalized relative path"),
+        ("graphs/../x", "normalized relative path"),
+        ("graphs//x", "normalized relative path"),
+        ("pass_dir/x", "under graphs/"),
+        ("graphs", "under graphs/"),
+        (" graphs/x", "surrounding blanks"),
+        ("graphs/a/b", "nested in another"),
+        ("graphs/a", "listed twice"),
+    ],
+)
+def test_write_task_refuses_bad_graph_paths_before_writing(
+    tmp_path: Path, path: str, message: str
+) -> None:
+    graphs = [TaskGraph("graphs/a", sample_path(MLP)), TaskGraph(path, sample_path(MLP))]
+    with pytest.raises(TaskError, match=message) as info:
+        write_task(tmp_path / "t", graphs, name="t")
+    assert info.value.context["field"] == "graphs[1]"
+    assert not (tmp_path / "t").exists()
+
+
+def test_write_task_refuses_what_it_cannot_write(tmp_path: Path) -> None:
+    mlp = TaskGraph("graphs/mlp", sample_path(MLP))
+    with pytest.raises(TaskError, match="not a sample folder"):
+        write_task(tmp_path / "t", [TaskGraph("graphs/x", tmp_path)], name="t")
+    with pytest.raises(TaskError, match="not plain JSON") as info:
+        write_task(tmp_path / "t", [mlp], name="t", metadata={"when": object()})
+    assert info.value.context["field"] == "metadata"
+    with pytest.raises(TaskError, match='must not set "path"'):
+        write_task(
+            tmp_path / "t", [TaskGraph("graphs/m", sample_path(MLP), {"path": "x"})], name="t"
+        )
+    with pytest.raises(TaskError, match="at least one graph"):
+        write_task(tmp_path / "t", [], name="t")
+    with pytest.raises(TaskError, match="non-empty string"):
+        write_task(tmp_path / "t", [mlp], name="")
+    assert not (tmp_path / "t").exists()
+    (tmp_path / "t").mkdir()
+    # A pass directory that fails to load is refused, and the (empty) folder stays empty.
+    with pytest.raises(PassLoadError):
+        write_task(tmp_path / "t", [mlp], name="t", pass_dir=tmp_path / "nope")
+    assert list((tmp_path / "t").iterdir()) == []
+
+
+OLD_BENCH_TASK_JSON = {
+    "graphs": [
+        {
+            "dtype": "float32",
+            "graph_hash": "ab" * 32,
+            "path": "graphs/float32/0_1/sadhaklal_mlp-iris_abababab",
+            "shape_bucket": [[0, 1]],
+            "source": "/data/subgraphs/sadhaklal_mlp-iris",
+        }
+    ],
+    "kind": "fusible",
+    "name": "linear_relu-0123456789",
+    "op_sequence": ["F.linear", "F.relu"],
+    "split": "eval",
+}
+
+
+def test_a_bench_task_written_before_schema_version_2_still_loads(tmp_path: Path) -> None:
+    # The layout build_bench wrote before the one writer: its own sh entry.sh, a manifest
+    # written by hand and a task.json without a schema_version (its BenchTask fields).
+    root = tmp_path / "old"
+    graph = root / "graphs/float32/0_1/sadhaklal_mlp-iris_abababab"
+    shutil.copytree(sample_path(MLP), graph)
+    (root / "graph_list.txt").write_text("graphs/float32/0_1/sadhaklal_mlp-iris_abababab\n")
+    (root / "pass_dir").mkdir()
+    (root / "pass_dir" / MANIFEST_FILE).write_text("[]\n")
+    (root / "entry.sh").write_text(
+        '#!/bin/sh\nexec passnet eval "$(dirname "$0")" --compiler pass_mgr "$@"\n'
+    )
+    (root / "task.json").write_text(json.dumps(OLD_BENCH_TASK_JSON, indent=2, sort_keys=True))
+    task = load_task(root)
+    assert task.name == "linear_relu-0123456789"
+    assert task.schema_version == 0
+    assert task.graphs == (graph.resolve(),)
+    assert task.metadata == {
+        "builder": "bench",
+        "kind": "fusible",
+        "op_sequence": ["F.linear", "F.relu"],
+        "split": "eval",
+    }
+    assert task.graph_metadata == (
+        {
+            "dtype": "float32",
+            "graph_hash": "ab" * 32,
+            "shape_bucket": [[0, 1]],
+            "source": "/data/subgraphs/sadhaklal_mlp-iris",
+        },
+    )
+    assert task.entry is not None
+
+
+def test_a_version_1_task_json_still_loads(tmp_path: Path) -> None:
+    root = _task(tmp_path)
+    (root / "task.json").write_text('{"schema_version": 1, "name": "old"}\n')
+    task = load_task(root)
+    assert (task.name, task.schema_version, task.metadata) == ("old", 1, {})
+    assert task.graph_metadata == ({},)
+    (root / "task.json").write_text('{"name": "unversioned"}')  # hand-written, name only
+    task = load_task(root)
+    assert (task.name, task.schema_version, task.metadata) == ("unversioned", 0, {})
+    (root / "task.json").unlink()
+    assert (load_task(root).name, load_task(root).schema_version) == ("t", None)
+
+
+@pytest.mark.parametrize(
+    ("document", "message", "field"),
+    [
+        ({"schema_version": 99, "name": "x"}, "newer than this passnet", "schema_version"),
+        ({"schema_version": "2", "name": "x"}, "positive integer", "schema_version"),
+        ({"schema_version": 0, "name": "x"}, "positive integer", "schema_version"),
+        ({"schema_version": 2, "name": "x", "metadata": []}, "JSON object", "metadata"),
+        ({"schema_version": 2, "name": "x", "graphs": [{"dtype": 1}]}, '"path"', "graphs[0].path"),
+        ({"schema_version": 2, "name": 3}, 'string "name"', "name"),
+    ],
+)
+def test_a_bad_task_json_names_the_field(
+    tmp_path: Path, document: dict, message: str, field: str
+) -> None:
+    root = _task(tmp_path)
+    (root / "task.json").write_text(json.dumps(document))
+    with pytest.raises(TaskError, match=message) as info:
+        load_task(root)
+    assert info.value.context["file"] == "task.json"
+    assert info.value.context["field"] == field
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -44,6 +44,7 @@ from passnet.dataset._extract import (
     tensor_meta,
     write_graph_sample,
 )
+from passnet.dataset._fusible import FusibleAnalysis, analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import (
     GeneralizeResult,
     VariantRecord,
@@ -67,6 +68,7 @@ from passnet.dataset._reference import (
     SCOPES,
     build_reference_task,
 )
+from passnet.dataset._subgraph import ParentGraph, trace_parent
 from passnet.dataset._validate import (
     CheckStatus,
     Constraint,
@@ -102,9 +104,11 @@ __all__ = [
     "ExtractResult",
     "ExtractedGraph",
     "Extractor",
+    "FusibleAnalysis",
     "GeneralizeResult",
     "HashResult",
     "InputSpec",
+    "ParentGraph",
     "SampleRecord",
     "SubgraphKind",
     "SubgraphRecord",
@@ -113,6 +117,7 @@ __all__ = [
     "ValidationReport",
     "VariantRecord",
     "VariantStatus",
+    "analyze_fusible",
     "build_bench",
     "build_reference_task",
     "canonical_graph",
@@ -125,6 +130,7 @@ __all__ = [
     "dump_results",
     "extract",
     "extract_file",
+    "fusible_ranges",
     "generalize_sample",
     "generalize_samples",
     "graph_hash",
@@ -135,6 +141,7 @@ __all__ = [
     "read_reports",
     "rewrite_dtype_literals",
     "tensor_meta",
+    "trace_parent",
     "validate_sample",
     "validate_samples",
     "write_graph_sample",

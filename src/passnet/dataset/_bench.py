@@ -16,6 +16,11 @@ Following PassNet appendix B:
    ``eval_fraction`` of them in ``eval``, the rest in ``train``, so no operator
    sequence is in both.
 
+Each task is written by :func:`passnet.task.write_task` (the one task writer):
+its ``task.json`` metadata holds ``builder: "bench"``, the ``split``, ``kind`` and
+``op_sequence``, and each graph's record its ``source``, ``dtype``,
+``shape_bucket`` and ``graph_hash``.
+
 The output is a pure function of the input files and the options: the same
 subgraphs and seed give a byte-identical tree (no timestamps, sorted orders,
 files copied byte for byte).
@@ -29,7 +34,6 @@ import logging
 import math
 import random
 import shutil
-import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,24 +43,14 @@ from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
+from passnet.task import TaskGraph, write_task
 
 __all__ = ["BenchGraph", "BenchResult", "BenchTask", "build_bench", "shape_bucket"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-SAMPLE_FILES = (
-    "model.py",
-    "weight_meta.py",
-    "input_meta.py",
-    "input_tensor_constraints.py",
-    "graph_net.json",
-    "graph_hash.txt",
-)
-ENTRY_SH = """#!/bin/sh
-# Evaluates every graph of this task (graph_list.txt) with the passes in pass_dir.
-exec passnet eval "$(dirname "$0")" --compiler pass_mgr "$@"
-"""
+"""Of ``manifest.json`` (a task's own ``task.json`` follows :data:`passnet.task.TASK_SCHEMA_VERSION`)."""
 _DTYPE_ORDER = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 
@@ -175,20 +169,19 @@ def _sample(members: list[BenchGraph], stride: int, seed: int, key: str) -> list
     return members[offset::stride]
 
 
-def _write_task(task_dir: Path, task: BenchTask, sources: list[BenchGraph]) -> None:
-    for graph, src in zip(task.graphs, sources, strict=True):
-        dst = task_dir / graph["path"]
-        dst.mkdir(parents=True)
-        for name in SAMPLE_FILES:
-            if (Path(src.path) / name).is_file():
-                shutil.copyfile(Path(src.path) / name, dst / name)
-    (task_dir / "graph_list.txt").write_text("".join(g["path"] + "\n" for g in task.graphs))
-    (task_dir / "pass_dir").mkdir()
-    (task_dir / "pass_dir" / "sorted_output_pass_rule_names.json").write_text("[]\n")
-    entry = task_dir / "entry.sh"
-    entry.write_text(ENTRY_SH)
-    entry.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    (task_dir / "task.json").write_text(json.dumps(asdict(task), indent=2, sort_keys=True) + "\n")
+def _write_task(task_dir: Path, task: BenchTask) -> None:
+    """Write one task with the one task writer; its BenchTask becomes ``task.json``'s metadata."""
+    graphs = [
+        TaskGraph(g["path"], Path(g["source"]), {k: v for k, v in g.items() if k != "path"})
+        for g in task.graphs
+    ]
+    metadata = {
+        "builder": "bench",
+        "split": task.split,
+        "kind": task.kind,
+        "op_sequence": task.op_sequence,
+    }
+    write_task(task_dir, graphs, name=task.name, metadata=metadata)
 
 
 def build_bench(
@@ -259,7 +252,7 @@ def build_bench(
         n_eval = min(max(n_eval, 1), len(keys) - 1)
     eval_keys = set(keys[:n_eval])
 
-    tasks: list[tuple[BenchTask, list[BenchGraph]]] = []
+    tasks: list[BenchTask] = []
     for seq in sorted(sampled, key=_task_name):
         representatives: dict[tuple[Any, ...], BenchGraph] = {}
         for g in sampled[seq]:
@@ -279,15 +272,15 @@ def build_bench(
                     "graph_hash": g.graph_hash,
                 }
             )
-        tasks.append((task, chosen))
-    train_ops = {tuple(t.op_sequence) for t, _ in tasks if t.split == "train"}
-    eval_ops = {tuple(t.op_sequence) for t, _ in tasks if t.split == "eval"}
+        tasks.append(task)
+    train_ops = {tuple(t.op_sequence) for t in tasks if t.split == "train"}
+    eval_ops = {tuple(t.op_sequence) for t in tasks if t.split == "eval"}
     if train_ops & eval_ops:  # cannot happen by construction; a leak would void the benchmark
         raise DatasetError("an operator sequence is in both train and eval")
 
     out.mkdir(parents=True, exist_ok=True)
-    for task, chosen in tasks:
-        _write_task(out / task.split / task.name, task, chosen)
+    for task in tasks:
+        _write_task(out / task.split / task.name, task)
         result.tasks.append(task)
         if catalog is not None:
             try:

@@ -1,13 +1,16 @@
 """Generalization: dtype and shape variants of a sample, each validated by running it.
 
-**Dtype variants** (float32 → float16 / bfloat16): float32 tensors change dtype,
-except the parameters of ``batch_norm``/``instance_norm`` (running statistics,
-and the affine weight and bias with them, which is the mixed-precision form
-PyTorch accepts on CPU and CUDA); integer and bool tensors stay. Inside the
-graph, ``torch.float32`` arguments (``dtype=`` of ``full``/``arange``/``tensor``,
-``.to(torch.float32)``) and ``.float()`` become the target dtype, and the
-float32 extremes (``-3.4028234663852886e38``, written for ``finfo.min`` masks)
-become the target's.
+**Dtype variants** (float32 → float16 / bfloat16) are made by
+:mod:`passnet.dataset._variants`, the one dtype-variant implementation (reference
+tasks use it too), with dtype literals always rewritten: float32 tensors change
+dtype, except the parameters of ``batch_norm``/``instance_norm`` (running
+statistics, and the affine weight and bias with them, which is the mixed-precision
+form PyTorch accepts on CPU and CUDA; failing that, the statistics alone, then
+nothing); integer and bool tensors stay. Inside the graph, ``torch.float32``
+arguments (``dtype=`` of ``full``/``arange``/``tensor``, ``.to(torch.float32)``)
+and ``.float()`` become the target dtype, and the float32 extremes
+(``-3.4028234663852886e38``, written for ``finfo.min`` masks) become the target's.
+A dtype variant at a new shape is the shape variant's graph made that dtype.
 
 **Shape variants**: a *symbol* is a dynamic dimension — ``S0``, ``S1`` ... of
 ``input_tensor_constraints.py``, or, when a sample declares none, dim 0 of its
@@ -24,14 +27,13 @@ is reported as failed (which variant, why) and removed.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import shutil
 import time
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -46,13 +48,13 @@ from passnet.dataset._subgraph import (
     ParentGraph,
     canonical_hash,
     copy_parent_graph,
-    op_name,
     render_model_source,
     sample_names,
     trace_parent,
 )
+from passnet.dataset._variants import dtype_candidates, write_first_runnable
 from passnet.errors import PassnetError
-from passnet.record import ErrorInfo, read_manifest
+from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import (
     Constraints,
     TensorMeta,
@@ -79,9 +81,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-_NORM_FUNCS = {"batch_norm", "instance_norm"}
-_NORM_KWARGS = {"running_mean", "running_var", "weight", "bias"}
-_F32 = torch.finfo(torch.float32)
 
 
 class VariantStatus(str, Enum):
@@ -137,58 +136,6 @@ class GeneralizeResult:
         for v in d["variants"]:
             v["status"] = VariantStatus(v["status"]).value
         return d
-
-
-# --- dtype rewriting ------------------------------------------------------------------------------
-
-
-def _map_floats(value: Any, target: torch.dtype) -> Any:
-    """Rewrite dtype constants and float32 extremes inside (nested) arguments."""
-    if value is torch.float32:
-        return target
-    if isinstance(value, float) and math.isfinite(value) and abs(value) >= _F32.max:
-        return math.copysign(torch.finfo(target).max, value)
-    if isinstance(value, (list, tuple)):
-        mapped = [_map_floats(v, target) for v in value]
-        return type(value)(mapped) if isinstance(value, list) else tuple(mapped)
-    if isinstance(value, dict):
-        return {k: _map_floats(v, target) for k, v in value.items()}
-    return value
-
-
-def _protected_params(parent: ParentGraph) -> set[str]:
-    """Placeholders that stay float32: normalization statistics and their affine params."""
-    protected: set[str] = set()
-    for node in parent.gm.graph.nodes:
-        if node.op != "call_function" or op_name(node) not in _NORM_FUNCS:
-            continue
-        candidates = list(node.args[1:5]) + [node.kwargs.get(k) for k in _NORM_KWARGS]
-        for c in candidates:
-            if isinstance(c, torch.fx.Node) and c.op == "placeholder":
-                protected.add(str(c.target))
-    return protected
-
-
-def _apply_dtype(graph: torch.fx.Graph, target: torch.dtype) -> int:
-    changed = 0
-    for node in graph.nodes:
-        if node.op == "call_method" and node.target == "float":
-            node.target = {torch.float16: "half", torch.bfloat16: "bfloat16"}.get(target, "float")
-            changed += 1
-        new_args, new_kwargs = _map_floats(node.args, target), _map_floats(node.kwargs, target)
-        if new_args != node.args or new_kwargs != node.kwargs:
-            node.args, node.kwargs = new_args, new_kwargs
-            changed += 1
-    return changed
-
-
-def _meta_with_dtype(meta: TensorMeta, target: torch.dtype) -> TensorMeta:
-    info = torch.finfo(target)
-
-    def clamp(v: float | None) -> float | None:
-        return None if v is None else max(min(float(v), info.max), -info.max)
-
-    return replace(meta, dtype=target, min_val=clamp(meta.min_val), max_val=clamp(meta.max_val))
 
 
 # --- symbols and variants -------------------------------------------------------------------------
@@ -440,12 +387,9 @@ def generalize_sample(
             examples, shapes = _probe_symbols(ctx, seed)
             result.probed = bool(examples)
         result.symbols = dict(examples)
-        protected = _protected_params(parent)
         for variant in plan_variants(examples, dtypes, shape_factors, cross=cross):
             result.variants.append(
-                _write_variant(
-                    parent, ctx, variant, examples, shapes, protected, out_dir, device, seed
-                )
+                _write_variant(parent, ctx, variant, examples, shapes, out_dir, device, seed)
             )
     except PassnetError as exc:
         result.status = "error"
@@ -469,7 +413,6 @@ def _write_variant(
     variant: Variant,
     examples: dict[str, int],
     shapes: dict[str, list[int | str]],
-    protected: set[str],
     out_dir: Path,
     device: str,
     seed: int,
@@ -490,41 +433,56 @@ def _write_variant(
             metas = [
                 copy.deepcopy(m) for m in parent.sample.weight_metas + parent.sample.input_metas
             ]
-        if variant.dtype is not None:
-            record.rewrites += _apply_dtype(graph, variant.dtype)
-            metas = [
-                _meta_with_dtype(m, variant.dtype)
-                if m.dtype == torch.float32 and m.name not in protected
-                else m
-                for m in metas
-            ]
         sample = parent.sample
         names = sample.param_names
         annotations = [dict(sample.params)[n] or "torch.Tensor" for n in names]
-        source = render_model_source(graph, names, annotations)
         n_weight = len(sample.weight_metas)
         constraints = _variant_constraints(sample.constraints, shapes, examples, sizes)
-        graph_net = dict(sample.graph_net)
-        graph_net["generalization"] = {
-            "parent": str(sample.path),
-            "parent_graph_hash": sample.graph_hash,
-            "dtype": record.dtype,
-            "sizes": sizes,
-            "protected_float32": sorted(protected) if variant.dtype is not None else [],
-        }
+
+        def write(dst: Path, source: str, metas: Sequence[TensorMeta], kept: Sequence[str]) -> None:
+            graph_net = dict(sample.graph_net)
+            graph_net["generalization"] = {
+                "parent": str(sample.path),
+                "parent_graph_hash": sample.graph_hash,
+                "dtype": record.dtype,
+                "sizes": sizes,
+                "protected_float32": list(kept),
+            }
+            record.graph_hash = canonical_hash(source, metas)
+            write_sample(
+                dst,
+                source,
+                list(metas[:n_weight]),
+                input_metas=list(metas[n_weight:]),
+                constraints=constraints,
+                graph_net=graph_net,
+                graph_hash=record.graph_hash,
+            )
+
         if path.exists():
             shutil.rmtree(path)
-        record.graph_hash = canonical_hash(source, metas)
-        write_sample(
-            path,
-            source,
-            metas[:n_weight],
-            input_metas=metas[n_weight:],
-            constraints=constraints,
-            graph_net=graph_net,
-            graph_hash=record.graph_hash,
-        )
-        _check_runs(path, device, seed)
+        if variant.dtype is None:
+            write(path, render_model_source(graph, names, annotations), metas, [])
+            _check_runs(path, device, seed)
+        else:
+            # The one dtype-variant implementation, literals always rewritten: the variant is
+            # the graph as traced in that dtype (the last candidate written is the one kept).
+            candidates = dtype_candidates(
+                graph,
+                metas,
+                variant.dtype,
+                render=lambda g: render_model_source(g, names, annotations),
+                literals="always",
+                symints={n for n in names if sample.is_symint(n)},
+            )
+            chosen = write_first_runnable(
+                candidates,
+                path,
+                lambda dst, c: write(dst, c.source, c.metas, c.cast.kept_float32),
+                lambda dst: _check_runs(dst, device, seed),
+                sample=sample.path,
+            )
+            record.rewrites += chosen.cast.literals_rewritten
     except PassnetError as exc:
         record.reason = str(exc)
     except Exception as exc:  # noqa: BLE001 - a variant that breaks is reported, not raised
@@ -560,8 +518,9 @@ MANIFEST = "generalize.jsonl"
 
 
 def read_generalize_manifest(path: str | Path) -> list[GeneralizeResult]:
-    """Read a ``generalize.jsonl`` (bad lines are skipped and logged)."""
-    return read_manifest(path, _result_from_dict, "generalize")
+    """Read a ``generalize.jsonl`` (a torn last line is skipped with a warning; any other bad
+    line is an ``InputFormatError`` with file and line)."""
+    return read_jsonl(path, _result_from_dict, what="a generalize result")
 
 
 def _result_from_dict(d: dict[str, Any]) -> GeneralizeResult:
@@ -596,10 +555,7 @@ def generalize_samples(
         else {}
     )
     results = []
-    with (
-        progress_bar("generalize", progress) as bar,
-        manifest.open("a") as sink,
-    ):
+    with progress_bar("generalize", progress) as bar:
         task = bar.add_task("", total=len(samples))
         for path, name in zip(samples, sample_names(samples), strict=True):
             bar.update(task, description=name)
@@ -612,8 +568,7 @@ def generalize_samples(
                 results.append(previous)
             else:
                 result = generalize_sample(path, out / name, **options)
-                sink.write(json.dumps(result.to_dict(), sort_keys=True) + "\n")
-                sink.flush()
+                append_jsonl(manifest, result.to_dict())
                 results.append(result)
             bar.advance(task)
     return results

@@ -4,6 +4,12 @@ Two scopes: ``graph`` (the default) takes the whole source samples, so a pass is
 measured end to end on real models; ``site`` takes the subgraphs around the pass's
 matches in them (:mod:`passnet.dataset._sites`), PassBench's unit: variants
 of one subgraph in several shapes and dtypes (design §4.2).
+
+The task is written by :func:`passnet.task.write_task` (the one task writer); its
+``task.json`` metadata holds ``builder: "reference"``, the ``pass``, ``scope``,
+``dtypes`` (and ``shape_factors`` for sites), and each graph's record its
+``source`` sample (relative to the samples root), ``dtype`` and, for a site, the
+``site`` (unit range) and ``shape`` (the scaled symbol, ``""`` for its own shape).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from passnet.dataset._variants import dtype_variant
 from passnet.errors import SampleError
 from passnet.passes.library import get_reference_pass, install_pass
 from passnet.sample import dtype_to_str, is_sample_dir
-from passnet.task import Task, create_task, load_task
+from passnet.task import Task, TaskError, TaskGraph, load_task, write_task
 
 __all__ = ["DEFAULT_DTYPES", "DEFAULT_SHAPE_FACTORS", "SCOPES", "build_reference_task"]
 
@@ -65,6 +71,10 @@ def build_reference_task(
     """
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # write_task refuses it too; refusing first spares building every variant
+        raise TaskError("task folder already exists and is not empty", task=out)
     ref = get_reference_pass(name)
     root = Path(samples_root) if samples_root is not None else dev_samples_dir()
     for rel in ref.source_samples:
@@ -74,11 +84,13 @@ def build_reference_task(
                 sample=root / rel,
             )
     patterns = reference_patterns(ref) if scope == "site" else []
+    labels = [dtype_to_str(dtype).removeprefix("torch.") for dtype in dtypes]
     with tempfile.TemporaryDirectory(prefix="passnet-reftask-") as tmp:
-        sources: list[tuple[Path, str]] = []  # (fp32 sample, name stem)
+        # (fp32 sample, graph folder stem, what task.json records of it)
+        sources: list[tuple[Path, str, dict[str, str]]] = []
         for rel in ref.source_samples:
             if scope == "graph":
-                sources.append((root / rel, Path(rel).name))
+                sources.append((root / rel, Path(rel).name, {"source": str(rel)}))
                 continue
             _, records = site_subgraphs(
                 ref, root / rel, Path(tmp) / "sites" / Path(rel).name, patterns
@@ -86,18 +98,36 @@ def build_reference_task(
             for r in records:
                 if r.status is not SubgraphStatus.WRITTEN:
                     continue
-                stem = f"{Path(rel).name}_{r.start:04d}-{r.stop:04d}"
+                site = f"{r.start:04d}-{r.stop:04d}"
+                stem = f"{Path(rel).name}_{site}"
                 shapes = shape_variants(
                     patterns, r.path, Path(tmp) / "shapes" / stem, tuple(shape_factors)
                 )
-                sources += [(p, f"{stem}_{label}" if label else stem) for p, label in shapes]
-        variants = []
-        for src, stem in sources:
-            for dtype in dtypes:
-                label = dtype_to_str(dtype).removeprefix("torch.")
-                variants.append(dtype_variant(src, Path(tmp) / f"{stem}_{label}", dtype))
+                sources += [
+                    (
+                        p,
+                        f"{stem}_{label}" if label else stem,
+                        {"source": str(rel), "site": site, "shape": label},
+                    )
+                    for p, label in shapes
+                ]
+        graphs = []
+        for src, stem, info in sources:
+            for dtype, label in zip(dtypes, labels, strict=True):
+                variant = dtype_variant(src, Path(tmp) / f"{stem}_{label}", dtype)
+                graphs.append(
+                    TaskGraph(f"graphs/{stem}_{label}", variant, {**info, "dtype": label})
+                )
+        metadata: dict[str, object] = {
+            "builder": "reference",
+            "pass": name,
+            "scope": scope,
+            "dtypes": labels,
+        }
+        if scope == "site":
+            metadata["shape_factors"] = list(shape_factors)
         suffix = "-sites" if scope == "site" else ""
-        task = create_task(out_dir, variants, name=f"reference-{name}{suffix}")
+        task = write_task(out, graphs, name=f"reference-{name}{suffix}", metadata=metadata)
     install_pass(name, task.pass_dir)
     log.info("built reference task %s at %s (%d graphs)", name, task.path, len(task.graphs))
     return load_task(task.path)

@@ -1,15 +1,31 @@
-"""The PassBench task layout (design §4.2): create, load and check task folders, and the
-rule-order manifest of a pass directory (``sorted_output_pass_rule_names.json``)."""
+"""The PassBench task layout (design §4.2): write (:func:`write_task`, the one writer every
+task creator uses), create from samples, load and check task folders, and the rule-order
+manifest of a pass directory (``sorted_output_pass_rule_names.json``)."""
 
 from passnet.task._manifest import MANIFEST_FILE, read_manifest, write_manifest
-from passnet.task._task import Task, TaskError, create_task, load_task
+from passnet.task._task import (
+    ENTRY_SCRIPT,
+    TASK_FILE,
+    TASK_SCHEMA_VERSION,
+    Task,
+    TaskError,
+    TaskGraph,
+    create_task,
+    load_task,
+    write_task,
+)
 
 __all__ = [
+    "ENTRY_SCRIPT",
     "MANIFEST_FILE",
+    "TASK_FILE",
+    "TASK_SCHEMA_VERSION",
     "Task",
     "TaskError",
+    "TaskGraph",
     "create_task",
     "load_task",
     "read_manifest",
     "write_manifest",
+    "write_task",
 ]
