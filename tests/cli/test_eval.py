@@ -274,7 +274,7 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
 ) -> None:
     from rich.console import Console
 
-    from passnet.cli import _print_summary
+    from passnet.cli._eval import _print_summary
 
     rec = evaluate_sample(MLP, "eager", settings=fast)
     assert rec.eager is not None and rec.compiled is not None

@@ -1,4 +1,4 @@
-"""``passnet library ...`` commands call the library (wired into passnet.cli by the lead)."""
+"""``passnet library ...`` commands call the library."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from passnet.runner import ResultStore, check_device, plan_items, read_records, 
 from passnet.runner._run import _settings_differences
 from passnet.sample import find_samples
 from passnet.status import Status
-from tests.conftest import BERT, MLP
+from tests.conftest import BERT, DEV, MLP
 
 
 def _copy(src: Path, dest: Path) -> Path:
@@ -378,3 +378,16 @@ def test_core_guard_is_compared_only_for_cuda_evaluations() -> None:
     unpinned = EvalSettings(pin_cpu=False).to_dict()
     assert _settings_differences(now, unpinned, "cpu") == []
     assert _settings_differences(now, unpinned, "cuda") == ["pin_cpu True there, False now"]
+
+
+def test_a_list_of_absolute_paths_names_graphs_as_a_search_of_their_folder_does(
+    tmp_path: Path,
+) -> None:
+    searched = {i.label for i in plan_items([DEV])}
+    listed = tmp_path / "some.txt"
+    picks = ["torchvision/resnet18", "timm/resnet10t.c3_in1k", "torchgeometric/GAE"]
+    listed.write_text("".join(f"{DEV / p}\n" for p in picks))
+    labels = [i.label for i in plan_items([listed])]
+    assert sorted(labels) == sorted(picks)
+    assert set(labels) <= searched  # the two runs line up graph by graph
+    assert not any(".." in label or label.startswith("/") for label in labels)

@@ -195,6 +195,7 @@ def _cmd_extract(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import read_reports, validate_samples
+    from passnet.record import append_jsonl
     from passnet.sample import find_samples
 
     paths = find_samples(args.paths)
@@ -205,37 +206,35 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
         console.print(
             f"resuming: {len(paths) - len(todo)} of {len(paths)} samples already in {args.out}"
         )
-    # Reports are appended as they finish, so a killed run keeps what it did.
-    out = open(args.out, "w" if args.no_resume else "a") if args.out else None  # noqa: SIM115
+    # Reports are appended as they finish (passnet.record.append_jsonl: fsync-ed, a line torn
+    # by an earlier kill cut off first), so a killed run keeps what it did.
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.open("w" if args.no_resume else "a").close()  # --no-resume starts afresh
     reports = [r for r in previous if r.sample in {str(p) for p in paths}]
-    try:
-        with (
-            _catalog(args.catalog) as catalog,
-            _progress(console, "validate", len(todo)) as advance,
-        ):
+    with (
+        _catalog(args.catalog) as catalog,
+        _progress(console, "validate", len(todo)) as advance,
+    ):
 
-            def on_report(report: Any) -> None:
-                if out is not None:
-                    out.write(report.to_json() + "\n")
-                    out.flush()
-                if catalog is not None:
-                    failed = [c.to_dict() for c in report.failed]
-                    try:
-                        if not catalog.has_sample(report.sample):
-                            catalog.add_sample(report.sample)
-                        catalog.record_validation(report.sample, report.status.value, failed)
-                    except PassnetError as exc:
-                        console.print(
-                            f"[yellow]not catalogued[/yellow] {report.sample}: {exc}",
-                            highlight=False,
-                        )
-                reports.append(report)
-                advance(Path(report.sample).name)
+        def on_report(report: Any) -> None:
+            if out is not None:
+                append_jsonl(out, report.to_dict())
+            if catalog is not None:
+                failed = [c.to_dict() for c in report.failed]
+                try:
+                    if not catalog.has_sample(report.sample):
+                        catalog.add_sample(report.sample)
+                    catalog.record_validation(report.sample, report.status.value, failed)
+                except PassnetError as exc:
+                    console.print(
+                        f"[yellow]not catalogued[/yellow] {report.sample}: {exc}",
+                        highlight=False,
+                    )
+            reports.append(report)
+            advance(Path(report.sample).name)
 
-            validate_samples(todo, seed=args.seed, on_report=on_report)
-    finally:
-        if out is not None:
-            out.close()
+        validate_samples(todo, seed=args.seed, on_report=on_report)
     table = Table("sample", "status", "constraint", "where", "why")
     for r in reports:
         if r.ok:
@@ -350,6 +349,10 @@ def _cmd_db_add(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_db_counts(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import COUNT_KEYS
+
+    if args.by not in COUNT_KEYS:
+        raise PassnetError(f"--by must be one of {', '.join(COUNT_KEYS)}, got {args.by!r}")
     with _existing_catalog(args.catalog) as catalog:
         rows = catalog.counts(args.by, unique=args.unique)
     table = Table(args.by, "samples")
@@ -570,12 +573,12 @@ def add_commands(subparsers: Any) -> None:
     )
     db.add_argument("catalog", metavar="PATH.sqlite", help="catalog file")
     db_sub = db.add_subparsers(dest="db_command", metavar="COMMAND", required=True)
-    from passnet.dataset import COUNT_KEYS
-
     q = db_sub.add_parser(
         "counts", help="number of samples per group", epilog=DB_EXAMPLES, formatter_class=fmt
     )
-    q.add_argument("--by", default="source", choices=COUNT_KEYS)
+    q.add_argument(
+        "--by", default="source", help="what to group by: source, op_count, ... (default: source)"
+    )
     q.add_argument("--unique", action="store_true", help="leave duplicates out")
     q.set_defaults(func=_cmd_db_counts)
     q = db_sub.add_parser(

@@ -86,31 +86,75 @@ def _distinct_inputs(inputs: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
-    from passnet.report import plot_score_curves, plot_speedup_violin
-    from passnet.score import compute_scores, load_records
+REPORT_EXAMPLES = """\
+examples:
+  passnet report runs/inductor --out report.html
+  passnet report inductor=runs/inductor cudagraphs=runs/cg --out compare.html   # side by side
+The page is self-contained (no network needed to view it): scores per run, S_t/ES_t
+curves, speedup violins, and every graph in one sortable, filterable table.
+"""
 
-    reports, record_sets = {}, {}
-    for item in args.inputs:
+
+def _named_inputs(inputs: list[str]) -> dict[str, list[Any]]:
+    """Records of each ``[NAME=]INPUT`` (a results folder, .jsonl or log file), by name."""
+    from passnet.score import load_records
+
+    runs: dict[str, list[Any]] = {}
+    for item in inputs:
         name, sep, src = item.partition("=")
         if not sep:
             name, src = Path(item).name or item, item
-        if name in record_sets:
+        if name in runs:
             raise PassnetError(
                 f"two inputs are named {name!r}: name them apart as NAME=INPUT", inputs=item
             )
-        records = load_records(src)
-        record_sets[name] = records
+        runs[name] = load_records(src)
+    return runs
+
+
+def _scores(runs: dict[str, list[Any]], interpretation: str, *, strict: bool) -> dict[str, Any]:
+    """Each run's ScoreReport; a run that cannot be scored is an error (``strict``) or None."""
+    from passnet.score import compute_scores
+
+    reports: dict[str, Any] = {}
+    for name, records in runs.items():
+        timed = any(r.settings.get("time_graphs", True) for r in records)
         try:
-            reports[name] = compute_scores(records, interpretation=args.interpretation)
-        except ValueError as exc:  # nothing to score, several runs mixed, ...
-            raise PassnetError(str(exc), inputs=src) from exc
+            if not timed:
+                raise ValueError("its records are untimed (--no-timing): correctness only")
+            reports[name] = compute_scores(records, interpretation=interpretation)
+        except ValueError as exc:  # nothing to score, several runs mixed, untimed, ...
+            if strict:
+                raise PassnetError(str(exc), inputs=name) from exc
+            log.warning("%s: no score (%s)", name, exc)
+            reports[name] = None
+    return reports
+
+
+def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from passnet.report import plot_score_curves, plot_speedup_violin
+
+    runs = _named_inputs(args.inputs)
+    reports = _scores(runs, args.interpretation, strict=True)
     paths = [
         *plot_score_curves(reports, Path(args.out)),
-        *plot_speedup_violin(record_sets, Path(args.out)),
+        *plot_speedup_violin(runs, Path(args.out)),
     ]
     for p in paths:
         console.print(f"written: {p}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from passnet.report import write_html_report
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise PassnetError("--out names a folder; give the HTML file to write", file=out)
+    runs = _named_inputs(args.inputs)
+    reports = _scores(runs, args.interpretation, strict=False)
+    path = write_html_report(runs, reports, out, title=args.title)
+    console.print(f"written: {path}")
     return 0
 
 
@@ -161,3 +205,15 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="folder for the PNG files")
     p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
     p.set_defaults(func=_cmd_plot)
+
+    p = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML page of one or several runs (scores, figures, every graph)",
+        epilog=REPORT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT")
+    p.add_argument("--out", default="report.html", help="HTML file to write (default: report.html)")
+    p.add_argument("--title", default="passnet report", help="the page's title")
+    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    p.set_defaults(func=_cmd_report)

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from passnet.passes.integrity import inspect_pass_dir
-from passnet.task import create_task, load_task
-
 __all__ = ["add_commands"]
 
 TASK_EXAMPLES = """\
@@ -34,6 +31,8 @@ Exit status 0: layout valid and no integrity finding; 1: findings (printed, file
 
 
 def _cmd_new(args: argparse.Namespace, console: Any) -> int:
+    from passnet.task import create_task
+
     task = create_task(args.out, args.samples, name=args.name)
     console.print(f"created task {task.name!r}: {len(task.graphs)} graphs at {task.path}")
     console.print(f"write passes into {task.pass_dir} and evaluate with: bash {task.entry}")
@@ -41,6 +40,9 @@ def _cmd_new(args: argparse.Namespace, console: Any) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, console: Any) -> int:
+    from passnet.passes.integrity import inspect_pass_dir
+    from passnet.task import load_task
+
     task = load_task(args.task)
     console.print(f"task {task.name!r}: {len(task.graphs)} graphs, passes {list(task.pass_names)}")
     findings = inspect_pass_dir(task.pass_dir, task.pass_names)

@@ -19,6 +19,14 @@ The judging side uses :func:`passnet.passes.integrity.inspect_pass_dir` and
 executes pass code and belongs in the evaluation child process. See ``docs/passes.md``.
 """
 
+from passnet.passes._launch import (
+    FastRun,
+    accelerate_rules,
+    direct_launch_available,
+    fast_launch_available,
+    kernels_of,
+    rule_namespaces,
+)
 from passnet.passes._loader import PassRule, load_pass_dir
 from passnet.passes._manager import (
     PASS_MGR_LOGGER,
@@ -34,6 +42,7 @@ from passnet.passes._pattern import ArgSpec, Literal, Pattern, derive_arg_spec, 
 __all__ = [
     "PASS_MGR_LOGGER",
     "ArgSpec",
+    "FastRun",
     "Literal",
     "Match",
     "Matcher",
@@ -45,7 +54,12 @@ __all__ = [
     "ReplacementError",
     "ReplacementSite",
     "RewriteResult",
+    "accelerate_rules",
     "derive_arg_spec",
+    "direct_launch_available",
+    "fast_launch_available",
+    "kernels_of",
     "load_pass_dir",
+    "rule_namespaces",
     "trace_pattern",
 ]

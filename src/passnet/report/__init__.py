@@ -1,5 +1,23 @@
-"""Reports: PNG plots of score curves and speedup distributions (tables live in passnet.score)."""
+"""Reports: the self-contained HTML page of one or several runs, and plots of score curves
+and speedup distributions (terminal tables live in passnet.score)."""
 
-from passnet.report._plots import default_category_of, plot_score_curves, plot_speedup_violin
+from passnet.report._html import COLUMNS, first_passing_t, render_html_report, write_html_report
+from passnet.report._plots import (
+    default_category_of,
+    plot_score_curves,
+    plot_speedup_violin,
+    score_curve_figure,
+    speedup_violin_figure,
+)
 
-__all__ = ["default_category_of", "plot_score_curves", "plot_speedup_violin"]
+__all__ = [
+    "COLUMNS",
+    "default_category_of",
+    "first_passing_t",
+    "plot_score_curves",
+    "plot_speedup_violin",
+    "render_html_report",
+    "score_curve_figure",
+    "speedup_violin_figure",
+    "write_html_report",
+]

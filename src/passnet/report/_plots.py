@@ -1,4 +1,5 @@
-"""PNG plots of scores and speedups (GraphNet figures 2, 3 and 6).
+"""Plots of scores and speedups (GraphNet figures 2, 3 and 6): figures for the HTML report,
+PNG files for ``passnet plot``.
 
 Figures are drawn with Matplotlib's object API on an Agg canvas: no pyplot
 state, no backend switching, no environment changes.
@@ -19,7 +20,13 @@ from passnet.score import ScoreReport
 if TYPE_CHECKING:
     from passnet.record import EvalRecord
 
-__all__ = ["default_category_of", "plot_score_curves", "plot_speedup_violin"]
+__all__ = [
+    "default_category_of",
+    "plot_score_curves",
+    "plot_speedup_violin",
+    "score_curve_figure",
+    "speedup_violin_figure",
+]
 
 _DPI = 150
 
@@ -42,17 +49,31 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _curve_figure(
+def score_curve_figure(
     reports: Mapping[str, ScoreReport], values: Callable[[ScoreReport], dict[int, float]], name: str
 ) -> Figure:
+    """S_t or ES_t (``values``) over the tolerance levels, one line per result set."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
+    last = 0
     for label, report in reports.items():
         series = values(report)
         ts = sorted(series)
+        last = max(last, ts[-1])
         ax.plot(ts, [series[t] for t in ts], marker="o", markersize=3, label=label)
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.axvline(0.5, color="grey", linewidth=0.6, linestyle=":")
+    if last >= 1:
+        # t <= 0: numeric tolerance levels; t >= 1: the t = 1 tolerance, and failures
+        # forgiven error class by error class (GraphNet §3.2.2)
+        ax.axvspan(0.5, last + 0.5, color="grey", alpha=0.08, linewidth=0)
+        ax.text(
+            0.55,
+            0.02,
+            "t ≥ 1: errors forgiven by class",
+            transform=ax.get_xaxis_transform(),
+            fontsize="x-small",
+            color="dimgrey",
+        )
     ax.set_xlabel("tolerance t")
     ax.set_ylabel(name)
     ax.set_title(f"{name} over tolerance levels")
@@ -69,8 +90,8 @@ def plot_score_curves(
         raise ValueError("no score reports to plot")
     out = Path(out_dir)
     return [
-        _save(_curve_figure(reports, lambda r: r.s, "S_t"), out / f"{prefix}s_curve.png"),
-        _save(_curve_figure(reports, lambda r: r.es, "ES_t"), out / f"{prefix}es_curve.png"),
+        _save(score_curve_figure(reports, lambda r: r.s, "S_t"), out / f"{prefix}s_curve.png"),
+        _save(score_curve_figure(reports, lambda r: r.es, "ES_t"), out / f"{prefix}es_curve.png"),
     ]
 
 
@@ -93,7 +114,18 @@ def plot_speedup_violin(
     speedup_kind: str = "e2e",
     filename: str = "speedup_violin.png",
 ) -> list[Path]:
-    """Violins of log2(speedup) per category, one per result set side by side; returns [PNG path].
+    """:func:`speedup_violin_figure` as a PNG file; returns [PNG path]."""
+    fig = speedup_violin_figure(records, category_of=category_of, speedup_kind=speedup_kind)
+    return [_save(fig, Path(out_dir) / filename)]
+
+
+def speedup_violin_figure(
+    records: Mapping[str, Sequence[EvalRecord]],
+    *,
+    category_of: Callable[[EvalRecord], str] = default_category_of,
+    speedup_kind: str = "e2e",
+) -> Figure:
+    """Violins of log2(speedup) per category, one per result set side by side.
 
     Every record with a usable speedup is drawn, correct or not (GraphNet fig. 6
     shows speedups with accuracy checks relaxed).
@@ -129,4 +161,4 @@ def plot_speedup_violin(
     ax.set_ylabel(f"log2({speedup_kind} speedup)")
     ax.set_title("Per-graph speedups")
     ax.grid(True, axis="y", alpha=0.3)
-    return [_save(fig, Path(out_dir) / filename)]
+    return fig

@@ -16,7 +16,8 @@ __all__ = ["WorkItem", "plan_items"]
 class WorkItem:
     path: Path
     label: str
-    """Stable name of the graph in records: the path relative to the PATH it was found under."""
+    """Stable name of the graph in records: the path relative to the PATH it was found under
+    (for a list file: relative to the folder its samples have in common)."""
 
 
 def plan_items(paths: list[str | Path]) -> list[WorkItem]:
@@ -29,8 +30,14 @@ def plan_items(paths: list[str | Path]) -> list[WorkItem]:
         # Labels come from resolved paths, so they do not depend on the current directory
         # or on how PATH was spelled (`.`, `a/../b`, absolute or relative).
         whole = root.resolve()
-        base = whole.parent if (root.is_file() or is_sample_dir(root)) else whole
-        for sample in find_samples([root]):
+        found = find_samples([root])
+        if root.is_file():
+            # A list file: labels from the samples' own common folder, so a list of absolute
+            # paths names its graphs as a search of that folder does (runs line up by graph).
+            base = Path(os.path.commonpath([s.resolve().parent for s in found])) if found else whole
+        else:
+            base = whole.parent if is_sample_dir(root) else whole
+        for sample in found:
             resolved = sample.resolve()
             # Under a searched folder the path keeps the links it was found through
             # (``set/link/x``), which are inside what was asked for; the same real sample

@@ -1,0 +1,7 @@
+"""``python -m passnet.cli``: the ``passnet`` command."""
+
+import sys
+
+from passnet.cli import main
+
+sys.exit(main())

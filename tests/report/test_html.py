@@ -1,0 +1,111 @@
+"""The HTML report: self-contained, every graph of every run aligned by name, scores as
+computed, and a page a real browser renders, sorts and filters (skipped without Chromium)."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from passnet.cli import main
+from passnet.record import read_records
+from passnet.report import first_passing_t, render_html_report
+from passnet.score import compute_scores
+from passnet.status import Status
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "harness_h200"
+RUN1, RUN2 = RESULTS / "run1.jsonl", RESULTS / "run2.jsonl"
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _runs() -> dict:
+    return {"first": read_records(RUN1), "second": read_records(RUN2)[:20]}
+
+
+def test_the_page_has_every_graph_of_every_run_and_their_scores() -> None:
+    runs = _runs()
+    reports = {name: compute_scores(records) for name, records in runs.items()}
+    page = render_html_report(runs, reports)
+    rows = re.findall(r"<tr><td data-sort=\"([^\"]+)\">", page)
+    assert sorted(rows) == sorted({r.graph for r in runs["first"]})  # aligned: one row a graph
+    for name, report in reports.items():
+        assert f"<h3>{name}</h3>" in page
+        assert f">{report.score:.3f}<" in page
+    # graphs missing from the second run have empty cells there, not a second row
+    assert page.count("<tr><td") == len(rows) + sum(len(r.es) for r in reports.values())
+
+
+def test_the_page_needs_no_network() -> None:
+    page = render_html_report(_runs(), {"first": None, "second": None})
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page)
+    assert "@import" not in page and not re.search(r"url\((?!['\"]?#)", page)  # only #ids
+    assert page.count("<svg") == 1  # no score: the violins only
+
+
+def test_first_passing_t_is_the_strictest_level_that_holds() -> None:
+    records = read_records(RUN1)
+    for record in records:
+        t = first_passing_t(record)
+        if record.status is Status.OK:
+            assert t is not None and t <= -5
+        elif t is not None:
+            assert record.correct_at(t) and not record.correct_at(t - 1)
+
+
+def test_cli_report_writes_the_page_and_refuses_a_folder_as_out(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", f"a={RUN1}", f"b={RUN2}", "--out", str(out)]) == 0
+    assert "<h3>a</h3>" in out.read_text() and "<h3>b</h3>" in out.read_text()
+    assert main(["report", str(RUN1), "--out", str(tmp_path)]) == 2
+    assert "--out names a folder" in capsys.readouterr().out
+
+
+def _dom(page: Path, fragment: str = "") -> str:
+    result = subprocess.run(
+        [
+            BROWSER,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={page.parent / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri() + fragment,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium here (apt-get install chromium)")
+def test_a_real_browser_runs_the_page_filters_and_sorts(tmp_path: Path) -> None:
+    runs = {"first": read_records(RUN1)}
+    page = tmp_path / "report.html"
+    page.write_text(render_html_report(runs, {"first": compute_scores(runs["first"])}))
+    total = len(runs["first"])
+
+    dom = _dom(page)
+    assert f"{total} of {total} graphs" in dom  # the script ran
+
+    timm = sum(1 for r in runs["first"] if r.graph.startswith("timm/"))
+    dom = _dom(page, "#filter=timm")
+    assert f"{timm} of {total} graphs" in dom
+    assert dom.count('style="display: none;"') == total - timm
+
+    # sorted by e2e speedup (column 2), fastest first
+    dom = _dom(page, "#sort=2&desc")
+    graphs = re.findall(r"<tr><td data-sort=\"([^\"]+)\">", dom)
+    by_speedup = sorted(runs["first"], key=lambda r: -(r.speedup_e2e or -1))
+    assert [html.unescape(g) for g in graphs] == [r.graph for r in by_speedup]
