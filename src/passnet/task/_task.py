@@ -275,14 +275,6 @@ def load_task(path: str | Path) -> Task:
     )
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, k = name, 2
-    while candidate in taken:
-        candidate, k = f"{name}_{k}", k + 1
-    taken.add(candidate)
-    return candidate
-
-
 @dataclass(frozen=True)
 class TaskGraph:
     """One graph for :func:`write_task`: where it goes in the task and which sample it copies."""

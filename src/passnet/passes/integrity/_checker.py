@@ -67,6 +67,18 @@ def _local_names(fn: ast.FunctionDef | ast.Lambda) -> set[str]:
     return names
 
 
+def _body_without_docstring(node: ast.FunctionDef) -> list[ast.stmt]:
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return body
+
+
+def _single_return(body: list[ast.stmt]) -> bool:
+    """The body is one ``return <value>``."""
+    return len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
+
+
 class _Checker(ast.NodeVisitor):
     """Walks one file and reports every rule violation."""
 
@@ -330,10 +342,8 @@ class _Checker(ast.NodeVisitor):
                 f"replacement_args takes {len(params)} parameters, "
                 f"pattern takes {len(pattern.args.args)}: they receive the same matched inputs",
             )
-        body = list(node.body)
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            body = body[1:]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        body = _body_without_docstring(node)
+        if not _single_return(body):
             self.add(
                 node,
                 "replacement-args",
@@ -375,10 +385,8 @@ class _Checker(ast.NodeVisitor):
     def _check_replacement_func(self, node: ast.FunctionDef) -> None:
         if node.args.args or node.args.vararg or node.args.kwarg or node.args.kwonlyargs:
             self.add(node, "format", "replacement_func takes no parameters")
-        body = list(node.body)
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            body = body[1:]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        body = _body_without_docstring(node)
+        if not _single_return(body):
             self.add(
                 node,
                 "replacement-func",
