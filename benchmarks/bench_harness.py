@@ -1,4 +1,4 @@
-"""Harness benchmark (issue: evaluation harness, "Measured").
+"""Harness benchmark (figures in docs/evaluation.md, "Results").
 
 On the 29 dev samples, eager vs a compiler (default inductor), warmup 25, trials 100:
   * wall time per graph and its split (process start, load, compile, measure);

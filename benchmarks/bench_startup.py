@@ -12,7 +12,7 @@ This script evaluates a few dev samples with ``inductor`` under each variant, ea
 variant in its own fresh process (so its own forkserver), the variants alternating
 over ``--rounds`` rounds, after one untimed pass that fills Inductor's caches:
 
-* ``before``: the harness until session 7: the forkserver preloads torch and
+* ``before``: the harness before commit 1e09f03: the forkserver preloads torch and
   passnet's child code only, and Inductor starts its compile-worker pool
   (``compile_threads`` left to Inductor);
 * ``preload``: the current preload (Dynamo, AOTAutograd and the compile-worker

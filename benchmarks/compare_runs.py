@@ -6,8 +6,8 @@ For the graphs both files hold with a speedup: the median and the largest per-gr
 log(s_a/s_b) (a shift of the whole run rather than scatter), and, per side, the signed
 median change of its own median time from A to B with the number of graphs that got
 slower. Records measured with the core guard also say in how many of them the reported
-``probe_ns`` equals the reference handed down (before the fix of session 15, the guard
-reported the smaller of the two).
+``probe_ns`` equals the reference handed down (before commit 571adbc the guard reported
+the smaller of the two).
 
 Usage::
 

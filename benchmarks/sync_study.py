@@ -18,7 +18,7 @@ calls are spread in time (lag-1 autocorrelation of the compiled side's times); i
 correlates the probes with the rounds' medians and, across processes, with the speedup,
 and compares each process's first and second half. ``--rejection`` adds what dropping
 slow rounds would do to the spread; ``--round-table FILE`` lists one process's rounds.
-Results of session 17:
+Results (H200, 2026-11-22):
 ``benchmarks/results/sync_study_h200/``::
 
     PYTHONPATH=src python3 benchmarks/sync_study.py \\

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,22 @@ def fast() -> EvalSettings:
 def faulty(name: str) -> str:
     """Compiler spec of a deliberately broken compiler, loaded by file path in the child."""
     return f"{FAULTY}:{name}"
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the test process without interpreter teardown once Triton's extension is loaded:
+    at teardown its nanobind bindings print dozens of "leaked instances" lines after the
+    pytest summary (Triton's own reference cycles, not passnet's), which read as a crash.
+    Everything pytest reports has been written by now."""
+    if "triton._C.libtriton" in sys.modules and _EXIT_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])

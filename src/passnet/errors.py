@@ -18,6 +18,7 @@ Hierarchy::
     │   ├── PassLoadError       pass_rejected   missing functions, syntax errors, bad manifest
     │   ├── PassRejected        pass_rejected   an integrity rule was violated
     │   └── PassMismatch        pass_mismatch   no pass matched the graph
+    ├── MissingDependency                       a package the work needs is not installed
     ├── InputFormatError                        a record / log / list file cannot be parsed
     ├── StoreError                              the result store is unusable
     └── DatasetError                            extraction, validation, decomposition, ...
@@ -36,6 +37,7 @@ __all__ = [
     "DatasetError",
     "DeviceUnavailable",
     "InputFormatError",
+    "MissingDependency",
     "PassError",
     "PassLoadError",
     "PassMismatch",
@@ -117,6 +119,12 @@ class PassMismatch(PassError):
     """No pass of the pass directory matched the graph."""
 
     status = Status.PASS_MISMATCH
+
+
+class MissingDependency(PassnetError):
+    """A package the work needs is not installed (context: ``package``, ``needed_by``, and
+    ``install``, the command that installs it): an error of the environment, reported as
+    such before any work starts, never as a finding about the user's files."""
 
 
 class InputFormatError(PassnetError):

@@ -119,6 +119,19 @@ def test_hash_prints_full_hashes_and_writes_json(tmp_path: Path) -> None:
     assert all(d["graph_hash"] in out for d in data)
 
 
+def test_hash_says_which_hash_is_which(tmp_path: Path) -> None:
+    from passnet.sample import load_sample
+
+    code, out = run("hash", MLP, "--json", tmp_path / "h.json")
+    (data,) = json.loads((tmp_path / "h.json").read_text())
+    recorded = load_sample(MLP).graph_hash  # what an evaluation record's graph_hash is
+    assert data["file_hash"] == recorded != data["graph_hash"]
+    assert "canonical hash" in out and "graph_hash.txt" in out
+    assert recorded in out and "which evaluation records carry as graph_hash" in " ".join(
+        out.split()
+    )
+
+
 def test_hash_write_updates_graph_hash_txt(tmp_path: Path) -> None:
     sample = _copy(MLP, tmp_path / "s")
     before = (sample / "graph_hash.txt").read_text()

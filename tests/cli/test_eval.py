@@ -11,7 +11,7 @@ import torch
 
 from passnet.cli import build_parser, main
 from passnet.evaluate import EvalSettings, evaluate_sample
-from passnet.record import EvalRecord, GpuReport
+from passnet.record import EvalRecord, GpuReport, read_records
 from tests.conftest import BERT, MLP, SYMINT_HEAD, faulty
 
 
@@ -304,3 +304,29 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
     rec.gpu = GpuReport(4, 1755.0, 1410, 1980, 1980, reasons=["sw_power_cap"])
     rec.gpu.below_limit_samples = 3
     assert "unstable timing; GPU clock down to 1410/1980 MHz (sw_power_cap); " in printed([rec])
+
+
+def test_tables_written_to_a_file_keep_long_graph_names_whole(tmp_path: Path, capsys) -> None:
+    name = "a-graph-whose-name-is-much-longer-than-eighty-columns-of-a-terminal-" + "x" * 40
+    sample = tmp_path / "set" / name
+    shutil.copytree(MLP, sample, ignore=shutil.ignore_patterns("__pycache__"))
+    argv = ["eval", str(tmp_path / "set"), "--compiler", "eager", "--warmup", "1"]
+    assert main([*argv, "--trials", "2", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    out = capsys.readouterr().out  # captured: not a terminal
+    assert any(name in line for line in out.splitlines())
+
+
+def test_explicit_trials_are_exactly_what_is_timed_and_the_record_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["eval", str(MLP), "--compiler", "eager", "--warmup", "1", "--trials", "3"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    (record,) = read_records(out / "results.jsonl")
+    assert record.settings["adaptive"] is False and record.settings["min_warmup_s"] == 0.0
+    for side in (record.eager, record.compiled):
+        assert side.e2e.n == 3 and side.series == 1 and side.retries == 0
+        assert "as asked (adaptive repetition off)" in side.stop
+    # without --trials: adaptive, and the record says how it stopped
+    assert main(["eval", str(MLP), "--compiler", "eager", "--out", str(tmp_path / "a")]) == 0
+    (adaptive,) = read_records(tmp_path / "a" / "results.jsonl")
+    assert adaptive.settings["adaptive"] is True
+    assert adaptive.compiled.stop.startswith(("precise:", "time budget"))

@@ -47,10 +47,13 @@ def test_task_builds_the_requested_dtypes(tmp_path):
     assert (tmp_path / "t" / "graph_list.txt").read_text() == "graphs/splade-mini_bfloat16\n"
 
 
-def test_unknown_pass_is_an_argument_error(capsys):
-    with pytest.raises(SystemExit):
-        _run("library", "install", "nope", "pd")
-    assert "invalid choice" in capsys.readouterr().err
+def test_an_unknown_pass_stops_the_command_naming_the_known_ones(tmp_path, capsys):
+    from passnet.cli import main
+
+    assert main(["library", "install", "nope", str(tmp_path / "pd")]) == 2
+    out = capsys.readouterr().out
+    assert "unknown reference pass 'nope'; known: masked_mean_pooling" in out
+    assert not (tmp_path / "pd").exists()  # nothing was done
 
 
 def test_help_shows_examples(capsys):

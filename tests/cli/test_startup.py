@@ -1,5 +1,5 @@
 """``passnet --help`` and every command's parser start without torch: commands import the
-library when they run (the startup time itself is measured by benchmarks/bench_startup.py)."""
+library when they run (the startup time itself is measured by benchmarks/cli_startup.py)."""
 
 from __future__ import annotations
 

@@ -299,3 +299,24 @@ def test_a_call_without_device_work_has_no_kernel_profile_and_says_why() -> None
     cpu = torch.randn(8)
     found = profile_kernels({"cpu": (torch.neg, lambda: [cpu])}, calls=3)
     assert found["cpu"] == "the profiler saw no device activity (no CUDA kernels were launched)"
+
+
+def test_adaptive_repetition_off_times_exactly_the_trials_asked_for() -> None:
+    # noisy enough that adaptive repetition would add series and retries
+    script = Script({"a": alternating(1.0, 3.0), "b": alternating(2.0, 6.0)})
+    timings = script.measure(trials=3, max_retries=0, max_extra_s=0.0, target_rel_se=0.004)
+    for t in timings.values():
+        assert t.e2e.n == 3 and t.series == 1 and t.retries == 0
+        assert t.unstable  # flagged, not measured again
+        assert "3 calls per side as asked (adaptive repetition off)" in t.stop
+
+
+def test_adaptive_repetition_says_how_many_series_and_why_it_stopped() -> None:
+    script = Script({"a": steady(2.0), "b": steady(1.0)})
+    precise = script.measure(trials=8, target_rel_se=0.004, max_extra_s=5.0)
+    assert all(t.series == 1 and t.stop.startswith("precise:") for t in precise.values())
+    noisy = Script({"a": alternating(1.0, 1.1), "b": alternating(2.0, 2.2)})
+    timings = noisy.measure(trials=8, target_rel_se=1e-9, max_extra_s=0.05)
+    for t in timings.values():
+        assert t.series > 1 and t.e2e.n == 8 * t.series
+        assert t.stop.startswith("time budget of 0.05 s spent")

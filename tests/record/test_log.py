@@ -140,6 +140,23 @@ def test_statuses_survive_without_the_passnet_lines():
     assert [r.status for r in parse_log("\n".join(lines))] == [r.status for r in records]
 
 
+@pytest.mark.parametrize(
+    ("stage", "reason"),
+    [
+        ("load", "[Fail due to broken sample (model.py or its metadata cannot be loaded).]"),
+        ("eager", "[Fail due to eager model execution error.]"),
+    ],
+)
+def test_a_sample_that_cannot_be_loaded_is_not_called_an_eager_execution_error(stage, reason):
+    error = ErrorInfo("SampleError", "syntax error: invalid syntax", stage, {"line": "6"})
+    record = build_record("timm/broken", Status.SAMPLE_ERROR, speedup=None, error=error)
+    lines = render_log(record)
+    assert reason in lines
+    bare = [line for line in lines if not line.startswith("[passnet]")]
+    (parsed,) = parse_log("\n".join(bare))
+    assert parsed.status is Status.SAMPLE_ERROR
+
+
 def test_rendered_lines_follow_the_passnet_format():
     record = build_record(
         "samples/t/graphs/bfloat16/g",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from passnet.record import EvalRecord
 from passnet.runner import (
@@ -41,8 +43,11 @@ class FakeEvaluations:
         settings: Any,
         *,
         graph_label: str,
+        on_stage: Any = None,
     ) -> EvalRecord:
         start = time.perf_counter()
+        for stage in ("load", "compile", "measure") if on_stage else ():
+            on_stage(stage)
         time.sleep(self.seconds.get(graph_label, 0.01))
         end = time.perf_counter()
         with self._lock:
@@ -134,3 +139,28 @@ def test_local_slots_are_one_per_gpu_and_jobs_per_cpu(
     device: str, jobs: int, gpus: int, slots: list[str]
 ) -> None:
     assert local_devices(device, jobs, gpus) == slots
+
+
+def test_a_log_file_gets_a_line_when_a_graph_starts_each_stage_ends_and_it_is_done(
+    tmp_path: Path,
+) -> None:
+    items = _items(2)
+    out = io.StringIO()
+    console = Console(file=out, width=80)  # not a terminal: a log file
+    run_evaluations(
+        items,
+        compiler="eager",
+        device="cpu",
+        out_dir=tmp_path,
+        executor=LocalExecutor(["only"], evaluate=FakeEvaluations({})),
+        console=console,
+        echo_logs=False,
+    )
+    text = out.getvalue()
+    for item in items:
+        assert f"{item.label}: started" in text
+        assert f"    {item.label}: load took " in text and ", now compile" in text
+        assert f"    {item.label}: compile took " in text and ", now measure" in text
+    assert f"[2/2] {items[1].label}: ok" in text or f"[2/2] {items[0].label}: ok" in text
+    # long graph names are not cut to the console's width
+    assert all(len(line) <= 80 or "..." not in line for line in text.splitlines())

@@ -33,7 +33,10 @@ def test_every_dev_sample_runs_eagerly_with_finite_outputs(path: Path) -> None:
 def test_shipped_samples_are_identical_to_the_shared_fixtures() -> None:
     shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "graphnet"
     if not shared.is_dir():
-        pytest.skip("../shared/data/graphnet is not beside this checkout")
+        pytest.skip(
+            "no reference copy to compare with: the development workspace keeps the GraphNet "
+            "fixtures in ../shared/data/graphnet beside the checkout, a clone elsewhere has none"
+        )
     for f in shared.rglob("*"):
         if f.is_file():
             assert (DEV / f.relative_to(shared)).read_bytes() == f.read_bytes(), f
@@ -78,6 +81,19 @@ def test_meta_class_without_shape_names_class_and_field(tmp_path: Path) -> None:
     with pytest.raises(SampleError, match="no 'shape'") as err:
         load_sample(s)
     assert err.value.context["file"] == "weight_meta.py"
+    assert err.value.context["field"].endswith(".shape")
+
+
+def test_a_bad_shape_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    s = _copy(MLP, tmp_path)
+    text = (s / "weight_meta.py").read_text()
+    (s / "weight_meta.py").write_text(
+        text.replace("    shape = [5, 4]\n", "    shape = [5, -4]\n", 1)
+    )
+    with pytest.raises(SampleError, match="shape must be a list of non-negative ints") as err:
+        load_sample(s)
+    lines = (s / "weight_meta.py").read_text().splitlines()
+    assert lines[int(err.value.context["line"]) - 1] == "    shape = [5, -4]"
     assert err.value.context["field"].endswith(".shape")
 
 

@@ -47,12 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_FILE_WIDTH = 1000
+"""Columns of output that goes to a file or a pipe: tables keep their natural width there
+(rich would cut them to 80 columns) and each log line stays one line."""
+
+
+def _console() -> Console:
+    terminal = Console(stderr=False)
+    return terminal if terminal.is_terminal else Console(stderr=False, width=_FILE_WIDTH)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    console = Console(stderr=False)
+    console = _console()
     try:
         return int(args.func(args, console) or 0)
     except PassnetError as exc:

@@ -263,13 +263,20 @@ def _cmd_hash(args: argparse.Namespace, console: Console) -> int:
     paths = find_samples(args.paths)
     with _progress(console, "hash", len(paths)) as advance:
         results = hash_samples(paths, on_result=lambda r: advance(Path(r.sample).name))
-    table = Table("ops", "sample", "graph_hash")
+    table = Table("ops", "sample", "canonical hash", "graph_hash.txt")
     table.columns[2].no_wrap = True
+    table.columns[3].no_wrap = True
+    table.caption = (
+        "canonical hash: passnet's structural hash of the graph, the same for graphs that "
+        "differ only in names (what dedup compares); graph_hash.txt: the sample's own hash, "
+        "which evaluation records carry as graph_hash (--write replaces it with the canonical one)"
+    )
     for r in results:
         table.add_row(
             str(r.op_count) if r.graph_hash else "",
             _short(r.sample, 50),
             r.graph_hash or f"[red]{r.error}",
+            "same" if r.file_hash == r.graph_hash else r.file_hash,
         )
         if args.write and r.graph_hash:
             Path(r.sample, "graph_hash.txt").write_text(r.graph_hash)

@@ -43,10 +43,16 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from passnet.evaluate import EvalSettings
     from passnet.runner import plan_items, run_evaluations
 
+    defaults = EvalSettings()
     try:
+        # An explicit --warmup / --trials is what is done, nothing more: warm-up calls
+        # without a minimum time, and exactly that many timed calls per side (unless
+        # --adaptive asks for adaptive repetition on top).
         settings = EvalSettings(
-            warmup=args.warmup,
-            trials=args.trials,
+            warmup=defaults.warmup if args.warmup is None else args.warmup,
+            trials=defaults.trials if args.trials is None else args.trials,
+            min_warmup_s=defaults.min_warmup_s if args.warmup is None else 0.0,
+            adaptive=args.trials is None or args.adaptive,
             seed=args.seed,
             timeout_s=args.timeout,
             num_threads=args.threads,
@@ -63,14 +69,21 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
     config = _parse_config(args.config)
     runs = _eval_targets(args.paths, args.compiler, config, args.out)
-    status = 0
+    # Every error of the command stops it before any graph runs: the configuration of
+    # each run (a pass compiler's pass_dir and manifest, the packages its passes import)
+    # and each run's samples are checked first.
+    planned = []
     for paths, run_config, out_dir, score_dir in runs:
+        COMPILERS.get(args.compiler).check_config(run_config)
         items = plan_items(paths)
         if not items:
             raise PassnetError(
                 "no samples found (a sample is a folder with model.py)",
                 paths=" ".join(map(str, paths)),
             )
+        planned.append((items, run_config, out_dir, score_dir))
+    status = 0
+    for items, run_config, out_dir, score_dir in planned:
         summary = run_evaluations(
             items,
             compiler=args.compiler,
@@ -92,7 +105,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 f"configuration and device ({len(scored) - len(summary.records)} by earlier "
                 "commands)"
             )
-        status |= _write_scores(scored, out_dir, score_dir, console)
+        status |= _write_scores(scored, out_dir, score_dir, args.compiler, console)
         console.print(
             f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
         )
@@ -166,7 +179,7 @@ def _note(r: Any, replay: bool, kernels: bool) -> str:
     """The error, or else every timing remark that applies (unstable, GPU clock held back,
     no replay, no profile)."""
     if r.error:
-        return r.error.message[:60]
+        return r.error.message.splitlines()[0][:120] if r.error.message else r.error.type
     notes = ["unstable timing"] if _unstable(r) else []
     if r.gpu and r.gpu.below_limit_samples:
         why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
@@ -186,8 +199,18 @@ def _unstable(r: Any) -> bool:
     return bool((r.eager and r.eager.unstable) or (r.compiled and r.compiled.unstable))
 
 
+def _result_file(stem: str, suffix: str, compiler: str, task: bool) -> str:
+    """``<stem><suffix>`` (``aggregated_score.json``, ``report.html``); in a task's folders,
+    only for the evaluation of the task's own passes (what its entry.sh runs): another
+    compiler's on the task's graphs (a baseline) is ``<stem>.<compiler><suffix>``, so
+    neither overwrites the other."""
+    from passnet.task import TASK_COMPILER
+
+    return f"{stem}.{compiler}{suffix}" if task and compiler != TASK_COMPILER else stem + suffix
+
+
 def _write_scores(
-    records: list[Any], out_dir: Path, score_dir: Path | None, console: Console
+    records: list[Any], out_dir: Path, score_dir: Path | None, compiler: str, console: Console
 ) -> int:
     from passnet.score import compute_scores, score_table, write_score
 
@@ -205,15 +228,21 @@ def _write_scores(
     report = compute_scores(records, score_id=(score_dir or out_dir).name, **kwargs)
     console.print(score_table(report))
     for folder in {out_dir, *([score_dir] if score_dir else [])}:
-        path = write_score(report, Path(folder) / "aggregated_score.json")
-        console.print(f"score: {path}")
+        name = _result_file("aggregated_score", ".json", compiler, score_dir is not None)
+        console.print(f"score: {write_score(report, Path(folder) / name)}")
+    from passnet.report import write_html_report
+
+    run = f"{compiler} on {records[0].device}"
+    page = Path(out_dir) / _result_file("report", ".html", compiler, score_dir is not None)
+    write_html_report({run: records}, {run: report}, page, title=f"passnet: {out_dir}")
+    console.print(f"report: {page} (open it in a browser; passnet report compares runs)")
     return 0
 
 
 def _cmd_samples(args: argparse.Namespace, console: Console) -> int:
-    from passnet.data import dev_samples_dir
+    from passnet.data import dev_samples_dir, quickstart_list
 
-    print(dev_samples_dir())
+    print(quickstart_list() if args.quick else dev_samples_dir())
     return 0
 
 
@@ -237,8 +266,24 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "--device", default="cpu", help="cpu, cuda (all local GPUs) or cuda:N (default: cpu)"
     )
-    p.add_argument("--warmup", type=int, default=25, help="warm-up calls per side (default: 25)")
-    p.add_argument("--trials", type=int, default=100, help="timed calls per side (default: 100)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="warm-up calls per side (default: 25, and at least 0.2 s)",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="timed calls per side, exactly (default: 100, with adaptive repetition: more "
+        "series until the speedup is precise, at most 3 s more, and unstable ones again)",
+    )
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="with --trials: adaptive repetition on top of the trials asked for",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the first input draw (default: 0)")
     p.add_argument(
         "--timeout", type=float, default=600.0, help="seconds per evaluation (default: 600)"
@@ -283,6 +328,15 @@ def add_commands(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_eval)
 
     p = subparsers.add_parser(
-        "samples", help="print the folder of the 29 GraphNet dev samples shipped with passnet"
+        "samples",
+        help="print the folder of the 29 GraphNet dev samples shipped with passnet",
+        description="Print the folder of the 29 real GraphNet samples shipped with passnet "
+        "(or, with --quick, a list file of a few of them for a first run in minutes); give "
+        "it to passnet eval as PATH.",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a list file of four small samples that show ok, accuracy and slowdown cases",
     )
     p.set_defaults(func=_cmd_samples)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["dev_samples_dir"]
+__all__ = ["dev_samples_dir", "quickstart_list"]
 
 
 def dev_samples_dir() -> Path:
     """Folder holding the shipped GraphNet samples (taken unchanged from GraphNet's ``samples/``)."""
     return Path(__file__).parent / "graphnet"
+
+
+def quickstart_list() -> Path:
+    """A list file of a few shipped samples for a first run in minutes (``passnet samples
+    --quick``): small graphs that show an ok result, an accuracy failure and a slowdown."""
+    return Path(__file__).parent / "quickstart.txt"

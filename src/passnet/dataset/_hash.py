@@ -223,14 +223,19 @@ class HashResult:
     sample: str
     status: Status
     graph_hash: str = ""
+    """The canonical hash: passnet's structural hash of the graph (dedup's key)."""
     op_count: int = 0
     error: str = ""
+    file_hash: str = ""
+    """The sample's own ``graph_hash.txt`` (GraphNet's hash; the sha256 of ``model.py``
+    where the file is missing), which evaluation records carry as their ``graph_hash``."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "sample": self.sample,
             "status": self.status.value,
             "graph_hash": self.graph_hash,
+            "file_hash": self.file_hash,
             "op_count": self.op_count,
             "error": self.error,
         }
@@ -244,8 +249,15 @@ def hash_samples(
     results = []
     for path in paths:
         try:
-            graph = canonical_graph(path)
-            result = HashResult(str(path), Status.OK, graph.graph_hash, len(graph.ops))
+            sample = load_sample(path)
+            graph = canonical_graph(sample)
+            result = HashResult(
+                str(path),
+                Status.OK,
+                graph.graph_hash,
+                len(graph.ops),
+                file_hash=sample.graph_hash,
+            )
         except PassnetError as exc:
             log.warning("cannot hash %s: %s", path, exc)
             result = HashResult(str(path), Status.SAMPLE_ERROR, error=str(exc))

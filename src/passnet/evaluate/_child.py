@@ -480,10 +480,11 @@ def measure_sides(
             trials=s.trials,
             rounds=s.rounds,
             unstable_threshold=s.unstable_threshold,
-            max_retries=s.max_retries,
+            # adaptive off: exactly ``trials`` calls per side, nothing measured again
+            max_retries=s.max_retries if s.adaptive else 0,
             min_warmup_s=s.min_warmup_s,
             target_rel_se=s.target_rel_se,
-            max_extra_s=s.max_extra_s,
+            max_extra_s=s.max_extra_s if s.adaptive else 0.0,
             guard=guard,
             clocks=clocks,
         )

@@ -6,6 +6,7 @@ import datetime as _dt
 import logging
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,15 @@ def evaluate_sample(
     settings: EvalSettings | None = None,
     *,
     graph_label: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> EvalRecord:
     """Evaluate one GraphNet sample in an isolated child process.
 
     Never raises for problems of the sample or the compiler: they become the
     record's status. Raises ``ValueError`` for a mistake of the caller's: a CUDA-only
     setting (``flush_l2``, ``replay_timing``) off CUDA. ``graph_label`` is the name
-    stored in the record (default: the path as given).
+    stored in the record (default: the path as given). ``on_stage(name)`` hears each stage
+    of the evaluation child as it begins (``load``, ``compile``, ``measure``, ...).
     """
     settings = settings or EvalSettings()
     problem = settings.device_problem(device)
@@ -129,7 +132,11 @@ def evaluate_sample(
         host_reference_ns=HOST_REFERENCE.get(device),
     )
     outcome = run_isolated(
-        run_child, (request,), settings.timeout_s, fixed_layout=settings.fixed_layout
+        run_child,
+        (request,),
+        settings.timeout_s,
+        fixed_layout=settings.fixed_layout,
+        on_stage=on_stage,
     )
     rec = _to_record(outcome, base, graph_hash)
     if rec.host is not None:

@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,24 +218,36 @@ def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
 
 
 def run_isolated(
-    target: Any, args: tuple[Any, ...], timeout_s: float, *, fixed_layout: bool | None = None
+    target: Any,
+    args: tuple[Any, ...],
+    timeout_s: float,
+    *,
+    fixed_layout: bool | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> ChildOutcome:
     """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``.
 
     ``send(("provisional", dict))`` is a result to keep if the child dies or runs out of
     time before its final one (:attr:`ChildOutcome.from_provisional`). ``fixed_layout``:
     the child's address-space layout is the same in every run (True), randomized (False),
-    or whatever the running forkserver gives (None; fixed when it is first started)."""
+    or whatever the running forkserver gives (None; fixed when it is first started).
+    ``on_stage(name)`` is called as each stage message arrives (progress for a person)."""
     global _live_children
     ctx = _acquire(fixed_layout)
     try:
-        return _run(ctx, target, args, timeout_s)
+        return _run(ctx, target, args, timeout_s, on_stage)
     finally:
         with _ctx_lock:
             _live_children -= 1
 
 
-def _run(ctx: Any, target: Any, args: tuple[Any, ...], timeout_s: float) -> ChildOutcome:
+def _run(
+    ctx: Any,
+    target: Any,
+    args: tuple[Any, ...],
+    timeout_s: float,
+    on_stage: Callable[[str], None] | None,
+) -> ChildOutcome:
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
     proc = ctx.Process(target=_entry, args=(child_conn, target, args), daemon=True)
@@ -267,6 +279,8 @@ def _run(ctx: Any, target: Any, args: tuple[Any, ...], timeout_s: float) -> Chil
             deadline = t0 + started_s + timeout_s
         if kind == "stage":
             stages.append(payload)
+            if on_stage is not None:
+                on_stage(payload)
         elif kind == "provisional":
             provisional = payload
         elif kind == "result":

@@ -23,12 +23,18 @@ class EvalSettings:
     """Eager and compiled trials are interleaved in this many alternating blocks."""
     min_warmup_s: float = 0.2
     """Warm-up continues until at least this long has passed (GPU clocks ramp up, caches fill)."""
+    adaptive: bool = True
+    """Adaptive repetition: after the first ``trials`` calls per side, add series until the
+    speedup is precise (``target_rel_se``, at most ``max_extra_s``) and measure an unstable
+    series again with twice the trials (``max_retries``). Off: exactly ``trials`` timed calls
+    per side, nothing measured again (a side that stays noisy is only flagged ``unstable``).
+    The record's timings say which happened and why (``series``, ``retries``, ``stop``)."""
     target_rel_se: float = 0.004
     """Adaptive repetition: add series until the speedup's relative standard error is below this..."""
     max_extra_s: float = 3.0
     """...or this much extra measuring time has been spent on the graph."""
     unstable_threshold: float = 0.20
-    """IQR / median above this triggers re-measurement with more trials."""
+    """IQR / median above this triggers re-measurement with more trials (adaptive)."""
     max_retries: int = 2
     """Re-measurements (each doubling the trials) before a result is flagged unstable."""
     num_threads: int | None = None

@@ -293,7 +293,9 @@ def measure_interleaved(
 
     While any side's IQR/median exceeds ``unstable_threshold`` the whole series is
     measured again with twice the trials, up to ``max_retries`` times; a side still
-    above the threshold is flagged ``unstable`` (a timing flag, not a failure).
+    above the threshold is flagged ``unstable`` (a timing flag, not a failure). With
+    ``max_extra_s`` and ``max_retries`` 0, exactly ``trials`` calls per side are timed.
+    Each :class:`Timing` says how many series were measured and why measuring stopped.
 
     With a ``guard`` (:class:`~passnet.evaluate._host.CoreGuard`) the calling thread is
     first settled on the fastest core of its share; each round then starts on a core at
@@ -309,15 +311,22 @@ def measure_interleaved(
     retries = 0
     while True:
         series = _run_series(fns, timer, trials, rounds, guard, clocks)
+        count = 1
         # Adaptive repetition: more alternating series until the speedup is precise.
         extra_deadline = time.perf_counter() + max_extra_s
         while _speedup_rel_se(series) > target_rel_se and time.perf_counter() < extra_deadline:
             for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard, clocks).items():
                 series[name][0].extend(e2e)
                 series[name][1].extend(dev)
+            count += 1
+        stop = _stop_reason(_speedup_rel_se(series), target_rel_se, max_extra_s, trials)
         timings = {
             name: Timing(
-                e2e=summarize(e2e), device=summarize(dev) if dev else None, retries=retries
+                e2e=summarize(e2e),
+                device=summarize(dev) if dev else None,
+                retries=retries,
+                series=count,
+                stop=stop,
             )
             for name, (e2e, dev) in series.items()
         }
@@ -334,6 +343,16 @@ def measure_interleaved(
             unstable_threshold * 100,
             trials,
         )
+
+
+def _stop_reason(rel_se: float, target: float, max_extra_s: float, trials: int) -> str:
+    """Why measuring stopped after the series it took, in words for the record."""
+    precision = f"the speedup's relative standard error {rel_se:.2%}"
+    if max_extra_s <= 0:
+        return f"{trials} calls per side as asked (adaptive repetition off); {precision}"
+    if rel_se <= target:
+        return f"precise: {precision} <= {target:.2%}"
+    return f"time budget of {max_extra_s:g} s spent: {precision} > {target:.2%}"
 
 
 def _spread(t: Timing) -> float:

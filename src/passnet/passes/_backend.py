@@ -25,13 +25,14 @@ from typing import Any, ClassVar
 import torch
 
 from passnet.compilers import Compiler, compile_warm
-from passnet.errors import CompileError, CompilerConfigError, PassError, PassLoadError
+from passnet.errors import CompileError, CompilerConfigError, PassError
 from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
 from passnet.passes._opaque import make_opaque
-from passnet.passes.integrity import DispatchGuard
+from passnet.passes.integrity import DispatchGuard, require_imported_packages
 from passnet.record import PassReport
 from passnet.sample import trace_graph
+from passnet.task import read_manifest
 
 __all__ = ["PassMgr", "PassMgrInductor"]
 
@@ -48,7 +49,11 @@ class _PassCompiler(Compiler):
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
-        """Known keys only, and ``lean_launch`` a bool (checked before anything runs)."""
+        """What makes a run of this compiler impossible, refused before anything runs:
+        unknown keys, ``lean_launch`` not a bool, no ``pass_dir``, a pass directory whose
+        manifest is missing or broken, and pass files that import a package this machine
+        lacks (Triton). Reads files only; no pass code runs here. Whether the passes are
+        honest is decided per graph, in the evaluation child."""
         super().check_config(config)
         if not isinstance(config.get("lean_launch", True), bool):
             raise CompilerConfigError(
@@ -56,13 +61,25 @@ class _PassCompiler(Compiler):
                 f"got {config['lean_launch']!r}",
                 compiler=cls.name,
             )
+        if not config.get("pass_dir"):
+            raise CompilerConfigError(
+                f"compiler {cls.name!r} needs config pass_dir=<folder with the pass files> "
+                "(--config pass_dir=DIR, or give a task folder as PATH)",
+                compiler=cls.name,
+            )
+        for key in ("pass_dir", "const_pass_dir"):
+            if config.get(key):
+                folder = Path(config[key])
+                read_manifest(folder)  # PassLoadError: file, line, what is wrong
+                sources = {
+                    p.relative_to(folder).as_posix(): p.read_text(errors="replace")
+                    for p in sorted(folder.rglob("*.py"))
+                    if "__pycache__" not in p.parts and p.is_file()
+                }
+                require_imported_packages(sources)
 
     def __init__(self, **config: Any) -> None:
-        super().__init__(**config)
-        if not config.get("pass_dir"):
-            raise PassLoadError(
-                f"compiler {self.name!r} needs config pass_dir=<folder with the pass files>"
-            )
+        super().__init__(**config)  # check_config: a pass_dir with a readable manifest
         self.guard = DispatchGuard()
         self._manager: PassManager | None = None
         self._report: PassReport | None = None

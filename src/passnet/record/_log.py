@@ -58,6 +58,17 @@ def _is_floating(name: str) -> bool:
     return dtype is not None and tolerance(dtype, 0) != (0.0, 0.0)
 
 
+BROKEN_SAMPLE = "broken sample (model.py or its metadata cannot be loaded)"
+"""The reason of a sample error in the load stage, before eager ran at all (a syntax
+error in model.py, a bad metadata field): not an eager execution error."""
+
+
+def _fail_reason(record: EvalRecord) -> str | None:
+    if record.status is Status.SAMPLE_ERROR and record.error and record.error.stage == "load":
+        return BROKEN_SAMPLE
+    return FAIL_REASONS.get(record.status)
+
+
 def _num(value: float | None) -> str:
     """Shortest text that parses back to the same float."""
     return "nan" if value is None or math.isnan(value) else repr(float(value))
@@ -222,8 +233,9 @@ def render_log(record: EvalRecord, *, prefix: str = "") -> list[str]:
         tagged.append("[Result] status: success")
     else:
         tagged.append("[Result] status: failed")
-        if record.status in FAIL_REASONS:
-            tagged.append(f"[Fail due to {FAIL_REASONS[record.status]}.]")
+        reason = _fail_reason(record)
+        if reason:
+            tagged.append(f"[Fail due to {reason}.]")
     if record.eager is not None:
         tagged.append(f"[Performance][eager]: {_timing_json(record.eager)}")
     if record.compiled is not None:

@@ -145,7 +145,7 @@ def _classify_failure(block: Block) -> Status | None:
     """The failing status that a failure reason / exception message names, if any."""
     reason = (block.fail_reason or "").lower()
     messages = " ".join(m for _, m in block.messages).lower()
-    if "eager" in reason:
+    if "eager" in reason or "broken sample" in reason:
         return Status.SAMPLE_ERROR
     if "blocked call" in reason + " " + messages or "pass rejected" in reason:
         return Status.PASS_REJECTED

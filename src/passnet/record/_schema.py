@@ -93,6 +93,12 @@ class Timing:
     device: TimingStats | None = None
     retries: int = 0
     """How many times the measurement was repeated with more trials because it was unstable."""
+    series: int = 1
+    """Series of ``trials`` calls per side in the measurement kept (more than one: adaptive
+    repetition added series until the speedup was precise or its time budget was spent)."""
+    stop: str = ""
+    """Why measuring stopped, in words (``precise: ...``, ``time budget ... spent``, ``...
+    as asked (adaptive repetition off)``); "" in records of older versions."""
     unstable: bool = False
     """Still unstable after all retries: a timing flag, never a correctness failure."""
     replay: TimingStats | None = None

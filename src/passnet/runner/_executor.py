@@ -23,7 +23,7 @@ from passnet.evaluate import EvalSettings, evaluate_sample
 from passnet.record import EvalRecord
 from passnet.runner._plan import WorkItem
 
-__all__ = ["DevicePool", "EvalJob", "Executor", "LocalExecutor", "local_devices"]
+__all__ = ["DevicePool", "EvalJob", "Executor", "LocalExecutor", "OnStage", "local_devices"]
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +42,23 @@ class EvalJob:
 
 
 Evaluate = Callable[..., EvalRecord]
-"""``evaluate_sample``'s signature: (path, compiler, config, device, settings, graph_label=)."""
+"""``evaluate_sample``'s signature: (path, compiler, config, device, settings, graph_label=,
+on_stage=)."""
+
+OnStage = Callable[[EvalJob, str], None]
+"""Hears each stage of a job as it begins: ``start`` when it gets a device, then the
+evaluation child's stages (``load``, ``compile``, ``measure``, ...)."""
 
 
 class Executor(abc.ABC):
     """Runs evaluation jobs; records come back in the order they finish."""
 
     @abc.abstractmethod
-    def run(self, jobs: Sequence[EvalJob]) -> Iterator[EvalRecord]:
+    def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
         """Start ``jobs`` and yield each one's record as it finishes. Closing the iterator
-        early (an error, Ctrl-C in the consumer) cancels the jobs not yet started."""
+        early (an error, Ctrl-C in the consumer) cancels the jobs not yet started.
+        ``on_stage`` (progress, optional: an executor may call it for some stages only or
+        not at all) may be called from other threads."""
 
     def close(self) -> None:  # noqa: B027 - optional: an executor may hold nothing
         """Release what the executor holds (workers, connections); it may not run again."""
@@ -117,8 +124,10 @@ class LocalExecutor(Executor):
         self.pool = DevicePool(devices)
         self._evaluate = evaluate
 
-    def _work(self, job: EvalJob) -> EvalRecord:
+    def _work(self, job: EvalJob, on_stage: OnStage | None) -> EvalRecord:
         with self.pool.acquire() as device:
+            if on_stage is not None:
+                on_stage(job, "start")
             record = self._evaluate(
                 job.item.path,
                 job.compiler,
@@ -126,13 +135,14 @@ class LocalExecutor(Executor):
                 device,
                 job.settings,
                 graph_label=job.item.label,
+                on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
             )
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
-    def run(self, jobs: Sequence[EvalJob]) -> Iterator[EvalRecord]:
+    def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
         with cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads:
-            futures = [threads.submit(self._work, job) for job in jobs]
+            futures = [threads.submit(self._work, job, on_stage) for job in jobs]
             try:
                 for future in cf.as_completed(futures):
                     yield future.result()

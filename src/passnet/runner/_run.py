@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
 from passnet.evaluate import EvalSettings, probe_device
 from passnet.record import EvalRecord, compiler_config_hash, render_log
 from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem
+from passnet.runner._progress import RunProgress
 from passnet.runner._store import ResultStore
 from passnet.sample import OPTIONAL_FILES, load_sample, sample_digest
 
@@ -63,6 +63,7 @@ _RESUMABLE_SETTINGS = frozenset({"timeout_s"})
 #: key was measured with (an older passnet had no L2 flush, replay timing or kernel profile,
 #: no core guard, and randomized child layouts).
 _ABSENT_MEANS: dict[str, Any] = {
+    "adaptive": True,
     "fixed_layout": False,
     "core_guard": False,
     "host_wait_s": 0.0,
@@ -241,26 +242,18 @@ def run_evaluations(
                     )
         new: list[EvalRecord] = []
         log_path = store.dir / EVAL_LOG
-        progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
-            console=console,
-            transient=False,
-        )
-
+        progress = RunProgress(console, f"{compiler} on {device}", len(todo))
         try:
             log_file = _open_log(log_path)
         except OSError as exc:
             raise StoreError(f"cannot write the log: {exc.strerror}", path=log_path) from exc
         with progress, log_file:
-            task = progress.add_task(f"{compiler} on {device}", total=len(todo), last="")
             jobs_todo = [
                 EvalJob(item, compiler, compiler_config, device, settings) for item in todo
             ]
-            finished = executor.run(jobs_todo)
+            finished = executor.run(
+                jobs_todo, on_stage=lambda job, stage: progress.stage(job.item.label, stage)
+            )
             try:
                 for rec in finished:
                     lines = render_log(rec)
@@ -272,13 +265,7 @@ def run_evaluations(
                     os.fsync(log_file.fileno())
                     store.add(rec)
                     new.append(rec)
-                    if echo_logs:
-                        for line in lines:
-                            # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
-                            progress.console.print(
-                                line, markup=False, highlight=False, soft_wrap=True
-                            )
-                    progress.update(task, advance=1, last=f"{rec.graph}: {rec.status.value}")
+                    progress.finished(rec, lines if echo_logs else None)
             except KeyboardInterrupt:
                 console.print("[yellow]interrupted: finished results are saved; rerun to resume")
                 raise

@@ -114,6 +114,7 @@ def parse_meta_file(path: Path, sample: Path | None = None) -> list[TensorMeta]:
         if not isinstance(node, ast.ClassDef):
             continue
         attrs: dict[str, Any] = {}
+        lines: dict[str, int] = {}
         for stmt in node.body:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target = stmt.targets[0]
@@ -121,16 +122,23 @@ def parse_meta_file(path: Path, sample: Path | None = None) -> list[TensorMeta]:
                     where = dict(sample=sample, file=path.name, line=stmt.lineno)
                     where["field"] = f"{node.name}.{target.id}"
                     attrs[target.id] = _literal(stmt.value, where)
-        metas.append(_meta_from_attrs(attrs, node, path, sample))
+                    lines[target.id] = stmt.lineno
+        metas.append(_meta_from_attrs(attrs, lines, node, path, sample))
     return metas
 
 
 def _meta_from_attrs(
-    attrs: dict[str, Any], node: ast.ClassDef, path: Path, sample: Path | None
+    attrs: dict[str, Any],
+    lines: dict[str, int],
+    node: ast.ClassDef,
+    path: Path,
+    sample: Path | None,
 ) -> TensorMeta:
     def err(msg: str, fld: str) -> SampleError:
+        # the field's own line; the class's where the field is missing
+        line = lines.get(fld, node.lineno)
         return SampleError(
-            msg, sample=sample, file=path.name, line=node.lineno, field=f"{node.name}.{fld}"
+            msg, sample=sample, file=path.name, line=line, field=f"{node.name}.{fld}"
         )
 
     for required in ("shape", "dtype"):

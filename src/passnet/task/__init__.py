@@ -5,6 +5,7 @@ manifest of a pass directory (``sorted_output_pass_rule_names.json``)."""
 from passnet.task._manifest import MANIFEST_FILE, read_manifest, write_manifest
 from passnet.task._task import (
     ENTRY_SCRIPT,
+    TASK_COMPILER,
     TASK_FILE,
     TASK_SCHEMA_VERSION,
     Task,
@@ -18,6 +19,7 @@ from passnet.task._task import (
 __all__ = [
     "ENTRY_SCRIPT",
     "MANIFEST_FILE",
+    "TASK_COMPILER",
     "TASK_FILE",
     "TASK_SCHEMA_VERSION",
     "Task",

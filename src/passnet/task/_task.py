@@ -45,6 +45,7 @@ from passnet.task._manifest import MANIFEST_FILE, read_manifest, write_manifest
 
 __all__ = [
     "ENTRY_SCRIPT",
+    "TASK_COMPILER",
     "TASK_FILE",
     "TASK_SCHEMA_VERSION",
     "Task",
@@ -64,10 +65,14 @@ TASK_SCHEMA_VERSION = 2
 """2: ``metadata`` and ``graphs`` records; 1: name only; unversioned: the old bench layout."""
 _ENTRY_MODE = 0o755  # fixed, not umask-dependent: a task tree is a function of its inputs
 
-ENTRY_SCRIPT = """#!/usr/bin/env bash
+TASK_COMPILER = "pass_mgr"
+"""The compiler a task's ``entry.sh`` evaluates its passes with; its score is the task's
+``aggregated_score.json`` (other compilers' scores of the task are named after them)."""
+
+ENTRY_SCRIPT = f"""#!/usr/bin/env bash
 # Evaluate this task's passes on every graph of graph_list.txt (writes aggregated_score.json).
 set -euo pipefail
-exec passnet eval "$(dirname "$0")" --compiler pass_mgr "$@"
+exec passnet eval "$(dirname "$0")" --compiler {TASK_COMPILER} "$@"
 """
 # What the graph folders of a task may be named (the top level holds the layout's own files).
 _GRAPHS_DIR = "graphs"

@@ -26,6 +26,7 @@ from passnet.passes.integrity._static import (
     inspect_pass_dir,
     inspect_sources,
     rejection,
+    require_imported_packages,
     scan_pass_dir,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "inspect_sources",
     "mutated_inputs",
     "rejection",
+    "require_imported_packages",
     "scan_pass_dir",
 ]

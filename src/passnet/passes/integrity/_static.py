@@ -10,10 +10,12 @@ compiled code and symlinks) and turns findings into errors.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from passnet.errors import PassError, PassLoadError, PassRejected
+from passnet.errors import MissingDependency, PassError, PassLoadError, PassRejected
 from passnet.passes.integrity._checker import check_sources
 from passnet.passes.integrity._rules import BINARY_SUFFIXES, PACKAGE, Finding
 from passnet.task import read_manifest
@@ -25,6 +27,7 @@ __all__ = [
     "inspect_pass_dir",
     "inspect_sources",
     "rejection",
+    "require_imported_packages",
     "scan_pass_dir",
 ]
 
@@ -35,8 +38,45 @@ def inspect_sources(sources: dict[str, str], pass_names: Sequence[str]) -> list[
     ``pass_names`` are the manifest entries: ``<name>.py`` must define the three
     pass functions; every other file is a helper. Returns all findings, ordered
     by file and line; an empty list means the sources pass the static layer.
+    Raises :class:`~passnet.errors.MissingDependency` when the sources import Triton
+    and it is not installed: the rules resolve Triton's names on the real module, and
+    without it every use would read as a violation.
     """
+    require_imported_packages(sources)
     return check_sources(sources, pass_names)
+
+
+_INSTALLABLE = {"triton": "pip install triton"}
+"""Packages pass files may import that an environment can lack, and how to install them."""
+
+
+def require_imported_packages(sources: dict[str, str]) -> None:
+    """Raise :class:`~passnet.errors.MissingDependency` if a source imports an installable
+    package (Triton) that this environment lacks; sources that do not parse are left to
+    the checks, which report them."""
+    for file, text in sorted(sources.items()):
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            for name in names:
+                root = name.split(".")[0]
+                if root in _INSTALLABLE and importlib.util.find_spec(root) is None:
+                    raise MissingDependency(
+                        f"{file}:{node.lineno} imports {root}, which is not installed here "
+                        f"({_INSTALLABLE[root]})",
+                        package=root,
+                        needed_by=file,
+                        install=_INSTALLABLE[root],
+                    )
 
 
 def _read_sources(pass_dir: Path, findings: list[Finding]) -> dict[str, str]:

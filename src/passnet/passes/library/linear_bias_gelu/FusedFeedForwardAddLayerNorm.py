@@ -11,10 +11,10 @@ up-projection is also the residual::
 
 Why this rule exists: on these graphs every eager operation and every replacement call
 costs host time (a replacement about 40 µs between a real graph's operations on an
-H200, an eager operation 10-13 µs; docs/pass_library.md, "Session 12"), and the GPU is
-mostly idle. ``FusedLinearBiasGelu`` alone replaces two operations and is slower than
-eager there; this rule replaces six with one call and (on the dev samples' sizes) one
-launch.
+H200, an eager operation 10-13 µs; docs/pass_library.md, "What a replacement costs
+inside a graph"), and the GPU is mostly idle. ``FusedLinearBiasGelu`` alone replaces two
+operations and is slower than eager there; this rule replaces six with one call and (on
+the dev samples' sizes) one launch.
 
 The kernel takes 16 rows of ``x`` and the whole hidden size ``N`` (up to 512 columns per
 program). For each chunk of ``BLOCK_I`` intermediate features it computes ``x @ w1.T +
