@@ -109,3 +109,10 @@ def test_a_real_browser_runs_the_page_filters_and_sorts(tmp_path: Path) -> None:
     graphs = re.findall(r"<tr><td data-sort=\"([^\"]+)\">", dom)
     by_speedup = sorted(runs["first"], key=lambda r: -(r.speedup_e2e or -1))
     assert [html.unescape(g) for g in graphs] == [r.graph for r in by_speedup]
+
+
+def test_total_seconds_are_the_evaluations_not_the_sum_of_its_phases_and_total() -> None:
+    record = read_records(RUN1)[0]
+    record.phases_s = {"process_start": 1.0, "load": 2.0, "compile": 3.0, "total": 7.5}
+    page = render_html_report({"one": [record]}, {"one": None})
+    assert '<td data-sort="7.5">7.5</td>' in page and ">13.5<" not in page

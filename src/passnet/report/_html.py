@@ -85,7 +85,8 @@ def _graph_cells(record: EvalRecord | None) -> list[str]:
         return [_cell("-", "") for _ in range(len(COLUMNS))]
     t = first_passing_t(record)
     phases = record.phases_s or {}
-    total = sum(phases.values())
+    # "total" is the whole evaluation as the parent measured it; older records lack it
+    total = phases.get("total", sum(phases.values()))
     note = record.error.message.splitlines()[0] if record.error and record.error.message else ""
     if not note and (
         (record.eager and record.eager.unstable) or (record.compiled and record.compiled.unstable)
