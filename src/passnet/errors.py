@@ -9,6 +9,8 @@ Hierarchy::
 
     PassnetError
     ├── SampleError             sample_error    a sample cannot be read, built or run eagerly
+    │   └── NondeterministicSample              eager differs from itself on the same inputs
+    ├── TooLarge                too_large       a sample needs more memory than the device has
     ├── RegistryError                           unknown / malformed registry entry
     ├── CompilerError
     │   ├── CompileError        compile_error   the compiler failed to compile a graph
@@ -37,6 +39,7 @@ __all__ = [
     "DatasetError",
     "DeviceUnavailable",
     "InputFormatError",
+    "NondeterministicSample",
     "MissingDependency",
     "PassError",
     "PassLoadError",
@@ -46,6 +49,7 @@ __all__ = [
     "RegistryError",
     "SampleError",
     "StoreError",
+    "TooLarge",
 ]
 
 
@@ -71,6 +75,20 @@ class SampleError(PassnetError):
     """
 
     status = Status.SAMPLE_ERROR
+
+
+class NondeterministicSample(SampleError):
+    """Eager gives different outputs on the same inputs (uninitialized memory, random ops,
+    nondeterministic kernels): no compiler can be judged against it. Context:
+    ``eager_max_diff``."""
+
+
+class TooLarge(PassnetError):
+    """A sample's tensors need more memory than the device has free; found from its
+    metadata before anything is allocated. Context: ``sample``, ``needed_bytes``,
+    ``available_bytes``, ``device``."""
+
+    status = Status.TOO_LARGE
 
 
 class RegistryError(PassnetError):

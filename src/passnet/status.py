@@ -28,6 +28,10 @@ class Status(str, enum.Enum):
     PASS_MISMATCH = "pass_mismatch"
     PASS_REJECTED = "pass_rejected"
     SAMPLE_ERROR = "sample_error"
+    TOO_LARGE = "too_large"
+    """Not evaluated: by its metadata the sample needs more memory than the device has
+    free, so nothing was allocated (never scored: neither the compiler's fault nor the
+    sample's)."""
 
     @property
     def ran(self) -> bool:

@@ -47,6 +47,14 @@ def test_task_builds_the_requested_dtypes(tmp_path):
     assert (tmp_path / "t" / "graph_list.txt").read_text() == "graphs/splade-mini_bfloat16\n"
 
 
+def test_the_task_suggests_the_device_this_machine_has(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    status, out = _run("library", "task", "rms_norm", str(tmp_path / "t"), "--dtypes", "float32")
+    assert status == 0 and "evaluate with: bash" in out and "--device cuda" not in out
+
+
 def test_an_unknown_pass_stops_the_command_naming_the_known_ones(tmp_path, capsys):
     from passnet.cli import main
 

@@ -330,3 +330,58 @@ def test_a_call_that_cannot_be_replayed_keeps_its_result(
     assert rec.speedup_e2e is not None and rec.speedup_replay is None
     assert rec.compiled is not None and rec.compiled.replay is None
     assert rec.compiled.replay_error is not None and rec.compiled.replay_error.startswith(error)
+
+
+def test_an_accuracy_message_names_the_max_diff_the_record_keeps() -> None:
+    import torch
+
+    from passnet.evaluate._child import _merge
+    from passnet.sample import compare_outputs
+
+    eager = [torch.zeros(4)]
+    first = compare_outputs([torch.full((4,), 0.469)], eager)  # the first input draw
+    second = compare_outputs([torch.full((4,), 2.0)], eager)  # the fresh draw, worse
+    merged = _merge(first, second)
+    assert merged.max_diff == 2.0
+    assert "max_diff 2" in merged.message and "0.469" not in merged.message
+
+
+RANDOM_MODEL = '''
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: torch.Tensor):
+        l_x_ = L_x_
+        dropped = torch.nn.functional.dropout(l_x_, 0.5, True, False)
+        return (dropped,)
+'''
+
+
+def test_a_graph_that_differs_from_itself_in_eager_is_never_blamed_on_the_compiler(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    # mmseg/SegNeXt-t: `--compiler eager` gave `accuracy` against eager itself
+    from passnet.sample import TensorMeta, write_sample
+
+    path = write_sample(
+        tmp_path / "random", RANDOM_MODEL, [TensorMeta("L_x_", [64], torch.float32, 0.0, 1.0)]
+    )
+    rec = evaluate_sample(path, "eager", device="cpu", settings=fast)
+    assert rec.status is Status.SAMPLE_ERROR
+    assert rec.error is not None and rec.error.type == "NondeterministicSample"
+    assert "two eager runs on the same inputs differ" in rec.error.message
+
+
+def test_a_sample_too_large_for_the_machine_is_skipped_before_anything_is_allocated(
+    tmp_path: Path, fast: EvalSettings
+) -> None:
+    from passnet.sample import TensorMeta, write_sample
+
+    huge = TensorMeta("L_x_", [2**20, 2**20], torch.float32, 0.0, 1.0)  # 4 TiB by metadata
+    path = write_sample(tmp_path / "huge", RANDOM_MODEL, [huge])
+    rec = evaluate_sample(path, "eager", device="cpu", settings=fast)
+    assert rec.status is Status.TOO_LARGE
+    assert rec.error is not None and rec.error.stage == "load"
+    assert "an evaluation holds them 3 times" in rec.error.message
+    assert int(rec.error.context["needed_bytes"]) == 3 * 4 * 2**40

@@ -126,3 +126,16 @@ def test_empty_inputs_are_rejected(tmp_path):
         plot_score_curves({}, tmp_path)
     with pytest.raises(ValueError):
         plot_speedup_violin({}, tmp_path)
+
+
+def test_the_score_curves_say_what_the_region_from_t_1_means() -> None:
+    from passnet.record import read_records
+    from passnet.report import score_curve_figure
+    from passnet.score import compute_scores
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks/results/harness_h200/run1.jsonl"
+    report = compute_scores(read_records(results))
+    ax = score_curve_figure({"run": report}, lambda r: r.es, "ES_t").axes[0]
+    assert any("errors forgiven by class" in t.get_text() for t in ax.texts)
+    # no unexplained vertical line: the region is shaded and labelled instead
+    assert not [line for line in ax.get_lines() if len(set(line.get_xdata())) == 1]

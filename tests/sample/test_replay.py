@@ -99,3 +99,91 @@ def test_every_cuda_spelling_is_rewritten_to_the_target_device() -> None:
     assert out.count("'cpu'") == 10
     assert "x.to('cpu', non_blocking=True)" in out
     assert "x.to(torch.float16, copy=True)" in out  # a dtype and a bool are not devices
+
+
+VMAP_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: torch.Tensor, L_w_: torch.Tensor):
+        l_x_ = L_x_
+        l_w_ = L_w_
+        rows = torch.arange(3)
+        lazy = torch._functorch.predispatch.lazy_load_decompositions()
+        lazy = None
+        nesting = torch._functorch.predispatch._vmap_increment_nesting(3, "error")
+        nesting = None
+        child = torch._functorch.predispatch._add_batch_dim(rows, 0, 1)
+        rows = None
+        mask = child.le(1)
+        child = None
+        batched = torch._functorch.predispatch._remove_batch_dim(mask, 1, 3, 0)
+        mask = None
+        dec = torch._functorch.predispatch._vmap_decrement_nesting()
+        dec = None
+        out = l_x_ * batched.float() + l_w_
+        return (out,)
+"""
+
+
+def _two_inputs(shape: list[int]) -> list[TensorMeta]:
+    return [
+        TensorMeta("L_x_", shape, torch.float32, mean=0.0, std=1.0),
+        TensorMeta("L_w_", shape, torch.float32, mean=0.0, std=1.0),
+    ]
+
+
+def test_a_graph_with_functorch_vmap_calls_traces_replays_and_runs(tmp_path) -> None:
+    # transformers' mask construction, as Dynamo writes it (39 corpus samples): tracing once
+    # left the vmap level raised, and every later random draw in the process failed
+    from passnet.sample import trace_sample, write_sample
+
+    path = write_sample(tmp_path / "vmap", VMAP_MODEL, _two_inputs([3]))
+    sample = load_sample(path)
+    gm = trace_sample(sample)
+    assert torch._C._functorch.maybe_current_level() is None
+    calls = [n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"]
+    assert "_vmap_increment_nesting" in calls and "_vmap_decrement_nesting" in calls
+    inputs = sample.replay_inputs("cpu", seed=0)  # random draws work after the trace
+    with torch.no_grad():
+        (eager,) = sample.build_module("cpu")(*inputs)
+        (traced,) = gm(*inputs)
+    assert torch.equal(eager, traced)
+    assert torch.equal(eager, inputs[0] * torch.tensor([1.0, 1.0, 0.0]) + inputs[1])
+
+
+PACKED_INDICES_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_patches_: torch.Tensor, L_table_: torch.Tensor):
+        l_patches_ = L_patches_
+        l_table_ = L_table_
+        getitem = l_patches_[(slice(None, None, None), slice(None, None, None), 0)]
+        rows = getitem.long()
+        getitem = None
+        values = l_patches_[(slice(None, None, None), slice(None, None, None), slice(1, None))]
+        emb = torch.nn.functional.embedding(rows, l_table_, None, None, 2.0, False, False)
+        return (emb + values.sum(),)
+"""
+
+
+def test_float_channels_used_as_embedding_indices_are_drawn_as_indices(tmp_path) -> None:
+    # Pix2Struct packs row/column indices into its float patches: drawn as normal floats
+    # they fell outside the embedding table ("index out of range in self")
+    from passnet.sample import write_sample
+
+    metas = [
+        TensorMeta("L_patches_", [1, 64, 5], torch.float32, mean=0.06, std=1.5),
+        TensorMeta("L_table_", [10, 4], torch.float32, mean=0.0, std=1.0),
+    ]
+    sample = load_sample(write_sample(tmp_path / "packed", PACKED_INDICES_MODEL, metas))
+    patches, table = sample.replay_inputs("cpu", seed=0)
+    rows = patches[:, :, 0]
+    assert torch.equal(rows, rows.round()) and rows.min() >= 0 and rows.max() < 10
+    assert not torch.equal(patches[:, :, 1:], patches[:, :, 1:].round())  # still floats
+    with torch.no_grad():
+        (out,) = sample.build_module("cpu")(patches, table)
+    assert out.shape == (1, 64, 4)

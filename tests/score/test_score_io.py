@@ -130,3 +130,8 @@ def test_compare_table_has_one_row_per_result_set():
     text = _text(compare_table(reports))
     assert "inductor" in text and "eager" in text
     assert "1.000" in text  # eager's AS and g-mean
+
+
+def test_an_empty_folder_names_the_command_that_writes_a_results_folder(tmp_path):
+    with pytest.raises(InputFormatError, match="give the folder written by `passnet eval`"):
+        load_records(tmp_path)

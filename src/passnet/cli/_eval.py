@@ -214,9 +214,11 @@ def _write_scores(
 ) -> int:
     from passnet.score import compute_scores, score_table, write_score
 
-    scorable = [r for r in records if r.status.value != "sample_error"]
+    scorable = [r for r in records if r.status.value not in ("sample_error", "too_large")]
     if not scorable:
-        console.print("[yellow]no scorable graphs (all are sample errors): no score written")
+        console.print(
+            "[yellow]no scorable graphs (all are sample errors or too large): no score written"
+        )
         return 0
     if all(r.settings.get("time_graphs") is False for r in scorable):
         # Correctness only: a score would charge every graph as untimed (a failure).

@@ -40,7 +40,8 @@ from torch.fx.passes.split_module import split_module
 
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
-from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError
+from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError, TooLarge
+from passnet.evaluate import check_fits
 from passnet.record import read_jsonl
 from passnet.sample import (
     Sample,
@@ -59,6 +60,10 @@ from passnet.sample import (
     trace_sample,
 )
 from passnet.status import Status
+
+_COPIES = 3
+"""Validation holds a sample's tensors about three times: the inputs, a clone per run,
+the re-extracted graph's inputs."""
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",
@@ -226,16 +231,24 @@ class _Checks:
     def failed(self, constraint: Constraint) -> bool:
         return constraint in self.results and self.results[constraint].status is CheckStatus.FAILED
 
-    def report(self, sample: Path, started: float, graph_hash: str = "") -> ValidationReport:
+    def report(
+        self,
+        sample: Path,
+        started: float,
+        graph_hash: str = "",
+        status: Status | None = None,
+    ) -> ValidationReport:
+        """The report; ``status`` overrides the verdict of the checks (``too_large``)."""
         checks = [
             self.results.get(c) or ConstraintCheck(c, CheckStatus.SKIPPED, "not reached")
             for c in Constraint
         ]
-        status = (
-            Status.SAMPLE_ERROR
-            if any(c.status is not CheckStatus.PASSED for c in checks)
-            else Status.OK
-        )
+        if status is None:
+            status = (
+                Status.SAMPLE_ERROR
+                if any(c.status is not CheckStatus.PASSED for c in checks)
+                else Status.OK
+            )
         return ValidationReport(
             str(sample), status, checks, graph_hash, self.notes, time.perf_counter() - started
         )
@@ -584,6 +597,13 @@ def validate_sample(path: str | Path, *, seed: int = 0) -> ValidationReport:
             )
         graph_hash = canonical_graph(sample, gm).graph_hash
 
+    try:
+        check_fits(sample, "cpu", copies=_COPIES)
+    except TooLarge as exc:
+        for c in (Constraint.RUNNABLE, Constraint.DECOMPOSABLE, Constraint.STATICALLY_ANALYZABLE):
+            checks.skip(c, f"not run: {exc.message}")
+        checks.notes.append(f"too large: {exc.message}")
+        return checks.report(path, started, graph_hash, status=Status.TOO_LARGE)
     try:
         module = sample.build_module("cpu")
         inputs = sample.replay_inputs("cpu", seed)

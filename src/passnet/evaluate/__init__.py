@@ -10,14 +10,18 @@ from passnet.evaluate._isolate import (
     no_randomization_for_exec,
     run_isolated,
 )
+from passnet.evaluate._memory import COPIES, available_bytes, check_fits
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 
 __all__ = [
+    "COPIES",
     "FORKSERVER_PRELOAD",
     "ChildOutcome",
     "CoreGuard",
     "EvalSettings",
+    "available_bytes",
+    "check_fits",
     "cpu_timer",
     "cuda_timer",
     "evaluate_sample",

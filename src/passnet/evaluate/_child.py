@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
-from passnet.errors import DeviceUnavailable, PassnetError
+from passnet.errors import DeviceUnavailable, NondeterministicSample, PassnetError
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
+from passnet.evaluate._memory import check_fits
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -227,6 +228,7 @@ def _evaluate(
     device = req.device
     stage.enter("load")
     sample = load_sample(req.sample_path)
+    check_fits(sample, device)  # from the metadata, before any tensor exists
     module = sample.build_module(device)
     inputs1 = sample.replay_inputs(device, s.seed)
     inputs2 = sample.replay_inputs(device, s.seed + 1)
@@ -259,6 +261,7 @@ def _evaluate(
     stage.enter("compare")
     findings = harness_findings(inputs1, args_c, args_e, out_c, out_e)
     cmp1 = compare_outputs(out_c, out_e)
+    _require_deterministic_eager(cmp1, module, inputs1, out_e, device)
     del out_c, out_e, args_c, args_e
     if findings:
         result["integrity"] = findings
@@ -297,6 +300,7 @@ def _evaluate(
         result["integrity"] = findings
         raise _IntegrityViolation("; ".join(findings), _integrity_status(compiler))
     cmp2 = compare_outputs(out_c2, out_e2)
+    _require_deterministic_eager(cmp2, module, inputs2, out_e2, device)
     if not cmp1.allclose[BASELINE_T]:
         first_failing: int | None = 1
     elif not cmp2.status.ran or not cmp2.allclose[BASELINE_T]:
@@ -330,6 +334,30 @@ def _evaluate(
                     "kernels", "profiling", lambda fns: profile_kernels(fns, calls=s.profile_calls)
                 )
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+
+
+_SUSPECT = (Status.ACCURACY, Status.NONFINITE)
+"""Outcomes a nondeterministic eager side produces by itself."""
+
+
+def _require_deterministic_eager(
+    cmp: Comparison, module: Any, inputs: list[Any], out_e: list[Any], device: str
+) -> None:
+    """Before the compiled side is blamed for differing from eager: run eager again on the
+    same inputs. If eager differs from itself, the graph is nondeterministic (uninitialized
+    memory, random ops, nondeterministic kernels) and cannot judge any compiler: a
+    :class:`~passnet.errors.NondeterministicSample`."""
+    if cmp.status not in _SUSPECT:
+        return
+    again, _ = _call(module, inputs, device)
+    self_check = compare_outputs(again, out_e)
+    if self_check.status is not Status.OK:
+        raise NondeterministicSample(
+            "eager is nondeterministic: two eager runs on the same inputs differ "
+            f"({self_check.message or self_check.status.value}), so the compiled outputs "
+            f"cannot be judged against it (the compiled side's comparison: {cmp.message})",
+            eager_max_diff=f"{self_check.max_diff:.3g}",
+        )
 
 
 def _integrity_status(compiler: Any) -> Status:

@@ -36,6 +36,7 @@ FAIL_REASONS: dict[Status, str] = {
     Status.PASS_MISMATCH: "pass mismatch",
     Status.PASS_REJECTED: "pass rejected",
     Status.SAMPLE_ERROR: "eager model execution error",
+    Status.TOO_LARGE: "too large for this machine (not evaluated)",
 }
 """``[Fail due to <reason>.]`` per failing status; GraphNet's own phrases where it has one.
 

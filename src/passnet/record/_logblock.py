@@ -147,6 +147,8 @@ def _classify_failure(block: Block) -> Status | None:
     messages = " ".join(m for _, m in block.messages).lower()
     if "eager" in reason or "broken sample" in reason:
         return Status.SAMPLE_ERROR
+    if "too large" in reason:
+        return Status.TOO_LARGE
     if "blocked call" in reason + " " + messages or "pass rejected" in reason:
         return Status.PASS_REJECTED
     if "pass mismatch" in reason:

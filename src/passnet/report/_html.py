@@ -49,6 +49,7 @@ _STATUS_CLASS = {
     Status.OK: "ok",
     Status.ACCURACY: "warn",
     Status.SAMPLE_ERROR: "muted",
+    Status.TOO_LARGE: "muted",
 }
 
 

@@ -58,13 +58,14 @@ def compare_outputs(actual: Any, expected: Any, *, t: int = BASELINE_T) -> Compa
     baseline, t = -5), else ``accuracy``. ``allclose`` holds the result at every level.
     NaN is never a wildcard: non-finite values must sit where the expected has them.
     """
+    decisive = max(min(t, 1), TOLERANCE_LEVELS[0])  # t >= 1 uses the t = 1 tolerance
     compiled, eager = flatten_outputs(actual), flatten_outputs(expected)
     if len(compiled) != len(eager):
         return Comparison(
             Status.SHAPE_MISMATCH, f"compiled returned {len(compiled)} outputs, eager {len(eager)}"
         )
     checks: list[OutputCheck] = []
-    allclose = {t: True for t in TOLERANCE_LEVELS}
+    allclose = dict.fromkeys(TOLERANCE_LEVELS, True)
     all_equal = True
     max_diff, diff_sum, diff_count = 0.0, 0.0, 0
     failure: tuple[Status, str] | None = None
@@ -83,7 +84,7 @@ def compare_outputs(actual: Any, expected: Any, *, t: int = BASELINE_T) -> Compa
                 )
             elif not same:
                 all_equal = False
-                allclose = {t: False for t in allclose}
+                allclose = dict.fromkeys(allclose, False)
             continue
         if c.shape != e.shape:
             failure = (
@@ -120,14 +121,14 @@ def compare_outputs(actual: Any, expected: Any, *, t: int = BASELINE_T) -> Compa
         max_diff = max(max_diff, check.max_diff)
         diff_sum += float(diff.sum())
         diff_count += diff.numel()
-        for t in TOLERANCE_LEVELS:
-            if not allclose[t]:
+        for level in TOLERANCE_LEVELS:
+            if not allclose[level]:
                 continue
-            atol, rtol = tolerance(e.dtype, t)
-            allclose[t] = bool((diff <= atol + rtol * ref).all())
+            atol, rtol = tolerance(e.dtype, level)
+            allclose[level] = bool((diff <= atol + rtol * ref).all())
     if failure is not None:
         return Comparison(failure[0], failure[1], checks)
-    status = Status.OK if allclose[max(min(t, 1), TOLERANCE_LEVELS[0])] else Status.ACCURACY
+    status = Status.OK if allclose[decisive] else Status.ACCURACY
     message = "" if status is Status.OK else accuracy_message(checks, max_diff)
     return Comparison(
         status,

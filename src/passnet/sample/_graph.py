@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKS",
     "FACTORIES",
+    "FUNCTORCH_CALLS",
     "LOCATION_KEY",
     "SampleTracer",
     "declared_custom_ops",
@@ -104,6 +105,16 @@ FACTORIES: tuple[str, ...] = tuple(
 )
 """Tensor factories: with constant arguments FX would run them and keep only the result."""
 
+FUNCTORCH_CALLS: tuple[str, ...] = tuple(
+    "lazy_load_decompositions _vmap_increment_nesting _vmap_decrement_nesting _add_batch_dim "
+    "_remove_batch_dim _jvp_increment_nesting _jvp_decrement_nesting _enter_dual_level "
+    "_exit_dual_level _make_dual _unpack_dual _unwrap_for_grad".split()
+)
+"""``torch._functorch.predispatch`` calls that Dynamo writes for a ``vmap`` (transformers'
+attention-mask construction) or a ``jvp``: they change functorch's global state (the vmap
+nesting level) or refuse proxies, so they are recorded as nodes and never run while
+tracing (the traced graph runs them in order, as ``model.py`` does)."""
+
 CHECKS: tuple[str, ...] = tuple(
     "_check _check_index _check_is_size _check_not_implemented _check_type _check_value "
     "_check_with _check_tensor_all _check_tensor_all_with".split()
@@ -130,16 +141,17 @@ class _SampleProxy(torch.fx.Proxy):
         self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
 
 
-class _TorchView(types.ModuleType):
-    """What ``torch`` means inside ``model.py`` while it is traced: torch itself, except for
-    the factories and checks that must become nodes."""
+class _ModuleView(types.ModuleType):
+    """What a module means inside ``model.py`` while it is traced: the module itself, except
+    for the names that must become nodes (``overrides``, functions or nested views)."""
 
-    def __init__(self, overrides: dict[str, Callable[..., Any]]) -> None:
-        super().__init__("torch")
+    def __init__(self, module: types.ModuleType, overrides: dict[str, Any]) -> None:
+        super().__init__(module.__name__)
+        self._module = module
         self.__dict__.update(overrides)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(torch, name)
+        return getattr(self._module, name)
 
 
 class SampleTracer(torch.fx.Tracer):
@@ -194,21 +206,52 @@ class SampleTracer(torch.fx.Tracer):
         groups = [(CHECKS, False)]
         if self.keep_factories:
             groups.append((FACTORIES, True))
-        overrides = {
+        overrides: dict[str, Any] = {
             name: self._leaf(getattr(torch, name), always)
             for names, always in groups
             for name in names
             if hasattr(torch, name)
         }
-        namespace["torch"] = _TorchView(overrides)
+        predispatch = _functorch_predispatch()
+        if predispatch is not None:
+            calls = {
+                name: self._leaf(getattr(predispatch, name), True)
+                for name in FUNCTORCH_CALLS
+                if hasattr(predispatch, name)
+            }
+            overrides["_functorch"] = _ModuleView(
+                torch._functorch, {"predispatch": _ModuleView(predispatch, calls)}
+            )
+        namespace["torch"] = _ModuleView(torch, overrides)
         try:
             yield
         finally:
             namespace["torch"] = torch
 
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> torch.fx.Graph:
-        with self._torch_view(root):
+        with _functorch_levels_kept(), self._torch_view(root):
             return super().trace(root, concrete_args)
+
+
+def _functorch_predispatch() -> types.ModuleType | None:
+    try:
+        import torch._functorch.predispatch as predispatch
+    except ImportError:  # a torch without it writes no such calls
+        return None
+    return predispatch
+
+
+@contextlib.contextmanager
+def _functorch_levels_kept() -> Iterator[None]:
+    """Leave functorch's vmap nesting as it was, also when a trace fails half-way through a
+    ``vmap`` block: a level left behind makes every later random call in the process fail
+    ("vmap: called random operation while in randomness error mode")."""
+    level = torch._C._functorch.maybe_current_level()
+    try:
+        yield
+    finally:
+        while (now := torch._C._functorch.maybe_current_level()) is not None and now != level:
+            torch._C._functorch._vmap_decrement_nesting()
 
 
 def trace_graph(

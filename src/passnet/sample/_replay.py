@@ -10,6 +10,10 @@ Rules, in order of precedence:
 * integers are drawn uniformly in ``[min_val, max_val]``; without a stored range an
   integer used as ``embedding`` indices is drawn in ``[0, num_embeddings)``, and any
   other integer in ``[0, 1]`` (valid as a mask and as an index into any dimension);
+* a part of a floating tensor that the graph converts to integers and uses as
+  ``embedding`` indices (Pix2Struct packs row and column indices into the first two
+  channels of its patches: ``patches[:, :, 0].long()``) is drawn as such indices, the
+  rest of the tensor as a float;
 * bools are fair coin flips;
 * floats are ``normal(mean, std)`` clamped to ``[min_val, max_val]``. GraphNet prints
   mean/std with three decimals, so a ``std`` of ``0.000`` on a tensor of more than one
@@ -25,6 +29,7 @@ target device, so CPU and CUDA runs see the same inputs.
 from __future__ import annotations
 
 import logging
+import operator
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +57,8 @@ _POSITIVE_ARGS: dict[str, tuple[tuple[int, str], ...]] = {
 _TRANSPARENT_METHODS = {
     "item",
     "to",
+    "long",
+    "int",
     "float",
     "double",
     "half",
@@ -69,6 +76,9 @@ class ParamUsage:
     positive: bool = False
     index_bound: int | None = None
     """Exclusive upper bound for integer values used as indices."""
+    index_parts: tuple[tuple[Any, int], ...] = ()
+    """``(key, bound)``: ``tensor[key]`` is converted to integers and used as indices below
+    ``bound`` (a floating tensor that packs indices in some of its channels)."""
 
 
 def _fn_name(node: torch.fx.Node) -> str:
@@ -121,17 +131,52 @@ def analyze_usage(gm: torch.fx.GraphModule, metas: dict[str, TensorMeta]) -> dic
                 for pos, kw in _POSITIVE_ARGS.get(name, ()):
                     if _arg(user, pos, kw) in alias_set:
                         u.positive = True
-                if name == "embedding" and _arg(user, 0, "input") in alias_set:
-                    weight = _arg(user, 1, "weight")
-                    wmeta = (
-                        metas.get(getattr(weight, "target", None))
-                        if isinstance(weight, torch.fx.Node)
-                        else None
-                    )
-                    if wmeta is not None and wmeta.shape:
-                        u.index_bound = wmeta.shape[0]
+                bound = _embedding_bound(user, alias_set, metas)
+                if bound is not None:
+                    u.index_bound = bound
+        parts = []
+        for user in ph.users:  # tensor[key] ... used as embedding indices
+            if user.op != "call_function" or user.target is not operator.getitem:
+                continue
+            key = user.args[1]
+            if _has_node(key):
+                continue
+            part = set(_aliases(user))
+            for alias in part:
+                for consumer in alias.users:
+                    bound = _embedding_bound(consumer, part, metas)
+                    if bound is not None:
+                        parts.append((key, bound))
+        u.index_parts = tuple(parts)
         usage[ph.target] = u
     return usage
+
+
+def _embedding_bound(
+    node: torch.fx.Node, inputs: set[torch.fx.Node], metas: dict[str, TensorMeta]
+) -> int | None:
+    """``num_embeddings`` when ``node`` is an ``embedding`` whose indices are one of ``inputs``."""
+    if node.op != "call_function" or _fn_name(node) != "embedding":
+        return None
+    if _arg(node, 0, "input") not in inputs:
+        return None
+    weight = _arg(node, 1, "weight")
+    wmeta = (
+        metas.get(getattr(weight, "target", None)) if isinstance(weight, torch.fx.Node) else None
+    )
+    return wmeta.shape[0] if wmeta is not None and wmeta.shape else None
+
+
+def _has_node(value: Any) -> bool:
+    found = False
+
+    def visit(v: Any) -> Any:
+        nonlocal found
+        found = found or isinstance(v, torch.fx.Node)
+        return v
+
+    torch.fx.node.map_aggregate(value, visit)
+    return found
 
 
 def name_heuristics(name: str) -> ParamUsage:
@@ -189,6 +234,9 @@ def replay_tensor(meta: TensorMeta, usage: ParamUsage, seed: int) -> torch.Tenso
         lo = max(float(lo) if lo is not None else 0.0, MIN_VARIANCE)
     if lo is not None or hi is not None:
         t = t.clamp(min=lo, max=hi)
+    for key, bound in usage.index_parts:
+        part = t[key]
+        t[key] = torch.randint(0, bound, part.shape, generator=g).to(t.dtype)
     return t.to(dtype)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -72,6 +73,17 @@ class Sample:
     def is_symint(self, name: str) -> bool:
         return dict(self.params)[name].endswith("SymInt")
 
+    @property
+    def tensor_bytes(self) -> int:
+        """Bytes of the tensors its forward takes (weights and inputs), from the metadata:
+        what one replay of its inputs allocates."""
+        metas = self.metas
+        return sum(
+            metas[name].numel * metas[name].dtype.itemsize
+            for name in self.param_names
+            if name in metas and not self.is_symint(name)
+        )
+
     def module_class(self, device: str = "cpu") -> type[torch.nn.Module]:
         return compile_model_source(
             self.model_source, device, str(self.path / MODEL_FILE), self.path
@@ -109,7 +121,7 @@ class Sample:
         for name in self.param_names:
             u = found.get(name, ParamUsage())
             h = name_heuristics(name)
-            out[name] = ParamUsage(positive=u.positive or h.positive, index_bound=u.index_bound)
+            out[name] = dataclasses.replace(u, positive=u.positive or h.positive)
         return out
 
     def replay_inputs(self, device: str = "cpu", seed: int = 0) -> list[Any]:

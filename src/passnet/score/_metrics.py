@@ -189,7 +189,13 @@ def compute_scores(
     _check_single_run(items)
     all_outcomes = [_to_outcome(i, speedup_kind, group_of) for i in items]
     counts = Counter(o.status.value for o in all_outcomes)
-    scored = [o for o in all_outcomes if count_sample_errors or o.status is not Status.SAMPLE_ERROR]
+    # Never scored: a graph too large to evaluate; by default, a broken sample either.
+    scored = [
+        o
+        for o in all_outcomes
+        if o.status is not Status.TOO_LARGE
+        and (count_sample_errors or o.status is not Status.SAMPLE_ERROR)
+    ]
     n_excluded = len(all_outcomes) - len(scored)
     if not scored:
         raise ValueError(

@@ -1,0 +1,69 @@
+"""Will a sample fit? Decided from its metadata, before any of its tensors exists.
+
+An evaluation holds a sample's tensors about three times at once: the first input draw,
+the second (the fresh-input re-check) and the clones each call gets. A sample whose
+tensors alone would not fit that many times in the memory the device has free is not
+evaluated: it ends as ``too_large`` (:class:`~passnet.errors.TooLarge`), where running it
+would end in an out-of-memory kill of the child (or, on a machine without swap
+headroom, of whatever else the kernel picks). Activations come on top and are not
+known from metadata: a sample that passes can still run out of memory, and then ends as
+the failure it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from passnet.errors import TooLarge
+
+if TYPE_CHECKING:
+    from passnet.sample import Sample
+
+__all__ = ["COPIES", "available_bytes", "check_fits"]
+
+COPIES = 3
+"""How many times an evaluation holds a sample's tensors at once (two draws, call clones)."""
+
+_MEMINFO = Path("/proc/meminfo")
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory free for new tensors on ``device``: on the CPU the kernel's ``MemAvailable``
+    (what can be allocated without swapping), on CUDA the device's free memory (this
+    creates the CUDA context: call it where the evaluation will run); None where it
+    cannot be told."""
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    try:
+        for line in _MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_fits(sample: Sample, device: str, copies: int = COPIES) -> None:
+    """Raise :class:`~passnet.errors.TooLarge` when ``copies`` times the sample's tensors
+    (from its metadata) exceed the memory free on ``device``."""
+    available = available_bytes(device)
+    needed = copies * sample.tensor_bytes
+    if available is None or needed <= available:
+        return
+    raise TooLarge(
+        f"its tensors take {_gib(sample.tensor_bytes)}, and an evaluation holds them "
+        f"{copies} times ({_gib(needed)}); {device} has {_gib(available)} free: "
+        "not evaluated (run it on a machine with more memory)",
+        sample=sample.path,
+        device=device,
+        needed_bytes=needed,
+        available_bytes=available,
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
