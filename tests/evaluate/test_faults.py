@@ -346,7 +346,7 @@ def test_an_accuracy_message_names_the_max_diff_the_record_keeps() -> None:
     assert "max_diff 2" in merged.message and "0.469" not in merged.message
 
 
-RANDOM_MODEL = '''
+RANDOM_MODEL = """
 import torch
 
 
@@ -355,7 +355,7 @@ class GraphModule(torch.nn.Module):
         l_x_ = L_x_
         dropped = torch.nn.functional.dropout(l_x_, 0.5, True, False)
         return (dropped,)
-'''
+"""
 
 
 def test_a_graph_that_differs_from_itself_in_eager_is_never_blamed_on_the_compiler(
