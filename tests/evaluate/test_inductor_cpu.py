@@ -37,3 +37,20 @@ def test_inductor_on_bert_tiny_cpu(fast: EvalSettings) -> None:
     assert rec.status in (Status.OK, Status.ACCURACY), rec.error
     assert rec.correctness.allclose[-3]
     assert rec.correctness.num_outputs == 2
+
+
+def test_a_prepared_graph_compiles_once_from_the_caches_and_the_record_says_so(
+    fast: EvalSettings,
+) -> None:
+    from passnet.evaluate import prepare_sample
+
+    prepared = prepare_sample(MLP, "inductor", {}, "cpu", fast)
+    assert prepared.ok, prepared.error
+    rec = evaluate_sample(MLP, "inductor", {}, "cpu", fast, prepared=prepared.seconds)
+    assert rec.status is Status.OK, rec.error
+    cache = rec.compile_cache
+    assert cache is not None and cache.prepared and cache.prepare_s == prepared.seconds
+    assert cache.fxgraph_hits >= 1 and cache.fxgraph_misses == 0  # one compile, a cache hit
+    alone = evaluate_sample(MLP, "inductor", {}, "cpu", fast)
+    assert alone.compile_cache is not None and not alone.compile_cache.prepared
+    assert alone.compile_cache.fxgraph_hits == 2  # warm: compiled twice, both from the cache

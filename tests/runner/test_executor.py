@@ -164,3 +164,78 @@ def test_a_log_file_gets_a_line_when_a_graph_starts_each_stage_ends_and_it_is_do
     assert f"[2/2] {items[1].label}: ok" in text or f"[2/2] {items[0].label}: ok" in text
     # long graph names are not cut to the console's width
     assert all(len(line) <= 80 or "..." not in line for line in text.splitlines())
+
+
+class FakePreparations:
+    """Stands in for prepare_sample: sleeps and records (device, start, end, graph)."""
+
+    def __init__(self, seconds: float = 0.05, failing: set[str] = frozenset()) -> None:
+        self.seconds = seconds
+        self.failing = failing
+        self.intervals: list[tuple[str, float, float, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, path: Path, compiler: str, config: dict, device: str, settings: Any, *, cores=()
+    ) -> Any:
+        from passnet.evaluate import PrepareOutcome
+
+        start = time.perf_counter()
+        time.sleep(self.seconds)
+        with self._lock:
+            self.intervals.append((device, start, time.perf_counter(), path.name))
+        failed = path.name in self.failing
+        return PrepareOutcome(not failed, self.seconds, "boom" if failed else "")
+
+
+class PreparedEvaluations(FakeEvaluations):
+    """FakeEvaluations that also remember whether each graph came prepared."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        super().__init__(seconds)
+        self.prepared: dict[str, float | None] = {}
+
+    def __call__(self, *args: Any, prepared: float | None = None, **kwargs: Any) -> EvalRecord:
+        self.prepared[kwargs["graph_label"]] = prepared
+        return super().__call__(*args, **kwargs)
+
+
+def test_prepare_workers_compile_ahead_on_the_device_that_then_evaluates(tmp_path: Path) -> None:
+    items = _items(8)
+    evaluations = PreparedEvaluations({i.label: 0.08 for i in items})
+    preparations = FakePreparations(seconds=0.05, failing={items[2].path.name})
+    executor = LocalExecutor(
+        ["fake:0", "fake:1"], evaluate=evaluations, prepare=preparations, prepare_workers=3
+    )
+    summary = run_evaluations(
+        items, compiler="eager", device="cpu", out_dir=tmp_path, executor=executor, echo_logs=False
+    )
+    labels = sorted(i.label for i in items)
+    assert sorted(r.graph for r in summary.records) == labels  # each evaluated once
+    assert sorted(p for *_, p in preparations.intervals) == sorted(i.path.name for i in items)
+    assert evaluations.overlaps() == []  # still one evaluation per device at a time
+    # each graph is evaluated on the device it was prepared for
+    prepared_on = {p: d for d, _, _, p in preparations.intervals}
+    evaluated_on = {Path(g).name: d for d, _, _, g in evaluations.intervals}
+    assert prepared_on == evaluated_on
+    # a failed preparation is evaluated all the same, as not prepared
+    assert evaluations.prepared[items[2].label] is None
+    assert all(evaluations.prepared[i.label] == 0.05 for i in items if i is not items[2])
+    # compiling overlapped timing: some preparation ran while an evaluation ran
+    assert any(
+        ps < ee and es < pe
+        for _, ps, pe, _ in preparations.intervals
+        for _, es, ee, _ in evaluations.intervals
+    )
+
+
+def test_closing_a_pipelined_run_early_ends_its_threads(tmp_path: Path) -> None:
+    items = _items(10)
+    executor = LocalExecutor(
+        ["a"], evaluate=PreparedEvaluations({}), prepare=FakePreparations(0.01), prepare_workers=2
+    )
+    before = threading.active_count()
+    results = executor.run([EvalJob(i, "eager") for i in items])
+    next(results)
+    results.close()
+    assert threading.active_count() == before

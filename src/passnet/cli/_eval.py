@@ -43,6 +43,8 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from passnet.evaluate import EvalSettings
     from passnet.runner import plan_items, run_evaluations
 
+    if args.prepare_workers < 0:
+        raise PassnetError(f"--prepare-workers must be 0 or more, got {args.prepare_workers}")
     defaults = EvalSettings()
     try:
         # An explicit --warmup / --trials is what is done, nothing more: warm-up calls
@@ -92,6 +94,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             settings=settings,
             out_dir=out_dir,
             jobs=args.jobs,
+            prepare_workers=args.prepare_workers,
             console=console,
             echo_logs=not args.quiet,
         )
@@ -293,6 +296,14 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads in each evaluation")
     p.add_argument(
         "--jobs", type=int, default=1, help="concurrent evaluations (on CUDA: spread over GPUs)"
+    )
+    p.add_argument(
+        "--prepare-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compile upcoming graphs in N workers while others are timed, on cores the "
+        "timing threads do not use (CUDA; default: 0, each evaluation compiles itself)",
     )
     p.add_argument(
         "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"

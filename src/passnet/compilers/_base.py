@@ -30,6 +30,10 @@ class Compiler:
     applies_passes: ClassVar[bool] = False
     """Rewrites graphs with a pass directory (``pass_dir`` config): a task's passes feed it,
     and an integrity violation of its outputs is ``pass_rejected``."""
+    cache_prepared: bool = False
+    """Set by the harness when a prepare worker has compiled this graph into the shared
+    caches already (:mod:`passnet.evaluate._prepare`): a compiler that would compile twice to
+    time the cached program (Inductor's ``warm``) compiles once, from the caches."""
     config_keys: ClassVar[frozenset[str] | None] = None
     """The config keys this compiler takes; None: not declared, the compiler checks its own."""
 

@@ -65,7 +65,8 @@ class Inductor(Compiler):
         return compile_warm(
             module,
             example_inputs,
-            warm=self.config.get("warm", True),
+            # prepared: the first compile here already loads the program from the caches
+            warm=self.config.get("warm", True) and not self.cache_prepared,
             compile_threads=self.config.get("compile_threads", self.default_compile_threads),
             **kwargs,
         )

@@ -3,7 +3,7 @@
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
 from passnet.evaluate._evaluate import evaluate_sample, probe_device, software_versions
 from passnet.evaluate._gpu_clock import open_clock_monitor
-from passnet.evaluate._host import CoreGuard
+from passnet.evaluate._host import CoreGuard, spare_cores
 from passnet.evaluate._isolate import (
     FORKSERVER_PRELOAD,
     ChildOutcome,
@@ -11,6 +11,7 @@ from passnet.evaluate._isolate import (
     run_isolated,
 )
 from passnet.evaluate._memory import COPIES, available_bytes, check_fits
+from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 
@@ -20,7 +21,9 @@ __all__ = [
     "ChildOutcome",
     "CoreGuard",
     "EvalSettings",
+    "PrepareOutcome",
     "available_bytes",
+    "cache_counters",
     "check_fits",
     "cpu_timer",
     "cuda_timer",
@@ -31,8 +34,10 @@ __all__ = [
     "no_randomization_for_exec",
     "open_clock_monitor",
     "pin_to_one_core",
+    "prepare_sample",
     "probe_device",
     "run_isolated",
     "software_versions",
+    "spare_cores",
     "timing_cores",
 ]

@@ -26,6 +26,7 @@ from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
 from passnet.evaluate._memory import check_fits
+from passnet.evaluate._prepare import cache_counters
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -65,6 +66,8 @@ class ChildRequest:
     settings: EvalSettings
     host_reference_ns: float | None = None
     """The host's full speed from earlier children (:class:`HostReference`), for the guard."""
+    prepared: bool = False
+    """A prepare worker compiled this graph into the caches (:mod:`._prepare`): compile once."""
 
 
 class _Stage:
@@ -239,6 +242,7 @@ def _evaluate(
 
     stage.enter("compile")
     compiler = create_compiler(req.compiler, **req.compiler_config)
+    compiler.cache_prepared = req.prepared
     if compiler.requires_cuda and not device.startswith("cuda"):
         raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
     if s.poison_allocator:
@@ -251,6 +255,7 @@ def _evaluate(
     finally:
         # Kept also when compiling fails: a pass mismatch's diagnostics live here.
         result["pass_report"] = _report(compiler)
+        result["compile_cache"] = {"prepared": req.prepared, **cache_counters()}
 
     stage.enter("eager")
     out_e, args_e = _call(module, inputs1, device)

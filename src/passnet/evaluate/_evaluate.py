@@ -85,6 +85,7 @@ def evaluate_sample(
     *,
     graph_label: str | None = None,
     on_stage: Callable[[str], None] | None = None,
+    prepared: float | None = None,
 ) -> EvalRecord:
     """Evaluate one GraphNet sample in an isolated child process.
 
@@ -93,6 +94,8 @@ def evaluate_sample(
     setting (``flush_l2``, ``replay_timing``) off CUDA. ``graph_label`` is the name
     stored in the record (default: the path as given). ``on_stage(name)`` hears each stage
     of the evaluation child as it begins (``load``, ``compile``, ``measure``, ...).
+    ``prepared``: the seconds a prepare worker spent compiling this graph into the shared
+    caches (:func:`prepare_sample`), or None: then the compiler compiles as it would alone.
     """
     settings = settings or EvalSettings()
     problem = settings.device_problem(device)
@@ -130,6 +133,7 @@ def evaluate_sample(
         device,
         settings,
         host_reference_ns=HOST_REFERENCE.get(device),
+        prepared=prepared is not None,
     )
     outcome = run_isolated(
         run_child,
@@ -139,6 +143,8 @@ def evaluate_sample(
         on_stage=on_stage,
     )
     rec = _to_record(outcome, base, graph_hash)
+    if rec.compile_cache is not None and prepared is not None:
+        rec.compile_cache.prepare_s = prepared
     if rec.host is not None:
         HOST_REFERENCE.note(device, rec.host.probe_ns)
     rec.phases_s["total"] = time.perf_counter() - t0
@@ -170,6 +176,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "host": res.get("host"),
         "gpu": res.get("gpu"),
         "layout_fixed": res.get("layout_fixed"),
+        "compile_cache": res.get("compile_cache"),
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

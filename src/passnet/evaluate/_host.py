@@ -30,7 +30,7 @@ from pathlib import Path
 
 from passnet.record import HostReport
 
-__all__ = ["CoreGuard", "HostReference", "core_share", "siblings"]
+__all__ = ["CoreGuard", "HostReference", "core_share", "siblings", "spare_cores"]
 
 PROBE_LOOPS = 2000
 """Iterations of the probe loop: about 60 µs on the lent H200 host's cores."""
@@ -87,6 +87,16 @@ def core_share(allowed: Sequence[int], gpu: int, gpus: int) -> list[int]:
     gpus = max(1, gpus)
     share = spaced[gpu % gpus :: gpus] if len(spaced) >= gpus else []
     return share or [candidates[(2 * gpu) % len(candidates)]]
+
+
+def spare_cores(allowed: Sequence[int], gpus: int) -> list[int]:
+    """The cores no GPU's timing thread may use (:func:`core_share`), nor their hyper-thread
+    siblings: where compile workers can run beside timing without sharing its cores."""
+    timing: set[int] = set()
+    for gpu in range(max(1, gpus)):
+        for core in core_share(allowed, gpu, gpus):
+            timing |= siblings(core)
+    return [c for c in sorted(allowed) if c not in timing]
 
 
 class CoreGuard:

@@ -11,6 +11,7 @@ from passnet.record._log import dtype_from_name, render_log
 from passnet.record._logparse import parse_log
 from passnet.record._schema import (
     SCHEMA_VERSION,
+    CompileCache,
     Correctness,
     ErrorInfo,
     EvalRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "BASELINE_T",
     "SCHEMA_VERSION",
     "TOLERANCE_LEVELS",
+    "CompileCache",
     "Correctness",
     "ErrorInfo",
     "EvalRecord",

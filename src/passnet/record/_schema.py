@@ -22,6 +22,7 @@ from passnet.status import Status
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CompileCache",
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
@@ -170,6 +171,19 @@ class GpuReport:
 
 
 @dataclass
+class CompileCache:
+    """How the compiled program came to be: prepared ahead by a prepare worker (and then
+    loaded from Inductor's caches here), and the FX-graph cache hits and misses of this
+    evaluation's compiles."""
+
+    prepared: bool
+    fxgraph_hits: int = 0
+    fxgraph_misses: int = 0
+    prepare_s: float | None = None
+    """Seconds the prepare worker took (None: not prepared)."""
+
+
+@dataclass
 class OutputCheck:
     """Comparison of one output tensor (eager vs compiled) on the first input draw."""
 
@@ -254,6 +268,9 @@ class EvalRecord:
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     gpu: GpuReport | None = None
     """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    compile_cache: CompileCache | None = None
+    """Where the compiled program came from (see :class:`CompileCache`); None in records of
+    older versions."""
     layout_fixed: bool | None = None
     """The child ran without address-space randomization (``fixed_layout``); None where
     unknown (a child that never started, records of older versions, not Linux)."""

@@ -15,11 +15,12 @@ import concurrent.futures as cf
 import contextlib
 import logging
 import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from passnet.evaluate import EvalSettings, evaluate_sample
+from passnet.evaluate import EvalSettings, PrepareOutcome, evaluate_sample, prepare_sample
 from passnet.record import EvalRecord
 from passnet.runner._plan import WorkItem
 
@@ -116,31 +117,64 @@ def local_devices(device: str, jobs: int, gpu_count: int) -> list[str]:
     return [device] * jobs
 
 
+Prepare = Callable[..., PrepareOutcome]
+"""``prepare_sample``'s signature: (path, compiler, config, device, settings, cores=)."""
+
+
 class LocalExecutor(Executor):
     """Jobs on this machine, one thread per device slot; each evaluation runs in its own
-    isolated child process (:func:`passnet.evaluate.evaluate_sample`)."""
+    isolated child process (:func:`passnet.evaluate.evaluate_sample`).
 
-    def __init__(self, devices: Sequence[str], *, evaluate: Evaluate = evaluate_sample) -> None:
+    With ``prepare_workers`` > 0, compilation overlaps timing: that many workers compile
+    upcoming graphs ahead (:func:`passnet.evaluate.prepare_sample`, each in a child pinned
+    to ``prepare_cores``), each for the device whose queue is shortest, while every device
+    slot evaluates prepared graphs one at a time, compiling them once from the caches.
+    ``lookahead`` bounds the graphs prepared but not yet evaluated, per slot.
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[str],
+        *,
+        evaluate: Evaluate = evaluate_sample,
+        prepare: Prepare = prepare_sample,
+        prepare_workers: int = 0,
+        prepare_cores: Sequence[int] = (),
+        lookahead: int = 2,
+    ) -> None:
         self.pool = DevicePool(devices)
         self._evaluate = evaluate
+        self._prepare = prepare
+        self.prepare_workers = max(0, prepare_workers)
+        self.prepare_cores = tuple(prepare_cores)
+        self.lookahead = max(1, lookahead)
 
-    def _work(self, job: EvalJob, on_stage: OnStage | None) -> EvalRecord:
-        with self.pool.acquire() as device:
-            if on_stage is not None:
-                on_stage(job, "start")
-            record = self._evaluate(
-                job.item.path,
-                job.compiler,
-                job.compiler_config,
-                device,
-                job.settings,
-                graph_label=job.item.label,
-                on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
-            )
+    def _evaluate_job(
+        self, job: EvalJob, device: str, on_stage: OnStage | None, prepared: float | None
+    ) -> EvalRecord:
+        if on_stage is not None:
+            on_stage(job, "start")
+        record = self._evaluate(
+            job.item.path,
+            job.compiler,
+            job.compiler_config,
+            device,
+            job.settings,
+            graph_label=job.item.label,
+            on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
+            **({"prepared": prepared} if prepared is not None else {}),
+        )
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
+    def _work(self, job: EvalJob, on_stage: OnStage | None) -> EvalRecord:
+        with self.pool.acquire() as device:
+            return self._evaluate_job(job, device, on_stage, None)
+
     def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
+        if self.prepare_workers:
+            yield from self._run_pipelined(jobs, on_stage)
+            return
         with cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads:
             futures = [threads.submit(self._work, job, on_stage) for job in jobs]
             try:
@@ -149,3 +183,121 @@ class LocalExecutor(Executor):
             finally:
                 for future in futures:
                     future.cancel()
+
+    def _run_pipelined(
+        self, jobs: Sequence[EvalJob], on_stage: OnStage | None
+    ) -> Iterator[EvalRecord]:
+        pipeline = _Pipeline(self, list(jobs), on_stage)
+        try:
+            yield from pipeline.records()
+        finally:
+            pipeline.stop()
+
+
+_DONE = object()
+
+
+class _Pipeline:
+    """Prepare workers feed one queue per distinct device; the device's slots drain it.
+
+    Every job is prepared once and evaluated once; a job whose preparation fails is
+    evaluated all the same (it meets the failure again and records it). Records go to one
+    output queue; an exception in a worker thread is handed to the consumer. The consumer
+    takes exactly one record per job, then :meth:`stop` ends the threads.
+    """
+
+    def __init__(self, owner: LocalExecutor, jobs: list[EvalJob], on_stage: OnStage | None):
+        self.owner = owner
+        self.jobs = jobs
+        self.on_stage = on_stage
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.pending = list(reversed(jobs))  # popped from the end: job order
+        slots = owner.pool.slots
+        self.devices = list(dict.fromkeys(slots))
+        self.slots_of = {d: slots.count(d) for d in self.devices}
+        self.ready: dict[str, queue.Queue[Any]] = {d: queue.Queue() for d in self.devices}
+        self.queued = dict.fromkeys(self.devices, 0)  # assigned, not yet being evaluated
+        self.room = threading.Semaphore(owner.lookahead * len(slots))
+        self.out: queue.Queue[Any] = queue.Queue()
+        self.threads: list[threading.Thread] = []
+
+    def records(self) -> Iterator[EvalRecord]:
+        workers = [self._preparer] * min(self.owner.prepare_workers, len(self.jobs))
+        for target in workers:
+            self.threads.append(threading.Thread(target=self._guarded, args=(target,), daemon=True))
+        for device in self.owner.pool.slots:
+            self.threads.append(
+                threading.Thread(target=self._guarded, args=(self._measurer, device), daemon=True)
+            )
+        for thread in self.threads:
+            thread.start()
+        for _ in self.jobs:
+            item = self.out.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            self.pending.clear()
+        for device in self.devices:
+            for _ in range(self.slots_of[device]):
+                self.ready[device].put(_DONE)
+        for _ in range(len(self.owner.pool.slots) * self.owner.lookahead):
+            self.room.release()  # wake preparers waiting for room
+        for thread in self.threads:
+            thread.join()
+
+    def _guarded(self, target: Callable[..., None], *args: Any) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            self.stopping.set()
+            self.out.put(exc)
+
+    def _next(self) -> tuple[EvalJob, str] | None:
+        """The next job to prepare and the device it is for: the one with the fewest jobs
+        waiting per slot."""
+        with self.lock:
+            if not self.pending or self.stopping.is_set():
+                return None
+            job = self.pending.pop()
+            device = min(self.devices, key=lambda d: self.queued[d] / self.slots_of[d])
+            self.queued[device] += 1
+            return job, device
+
+    def _preparer(self) -> None:
+        while True:
+            self.room.acquire()
+            picked = None if self.stopping.is_set() else self._next()
+            if picked is None:
+                return
+            job, device = picked
+            outcome = self.owner._prepare(
+                job.item.path,
+                job.compiler,
+                job.compiler_config,
+                device,
+                job.settings,
+                cores=self.owner.prepare_cores,
+            )
+            if not outcome.ok:
+                log.info(
+                    "preparing %s failed (%s): evaluated all the same",
+                    job.item.label,
+                    outcome.error,
+                )
+            self.ready[device].put((job, outcome.seconds if outcome.ok else None))
+
+    def _measurer(self, device: str) -> None:
+        while not self.stopping.is_set():
+            item = self.ready[device].get()
+            if item is _DONE:
+                return
+            job, prepared = item
+            with self.lock:
+                self.queued[device] -= 1
+            self.room.release()
+            self.out.put(self.owner._evaluate_job(job, device, self.on_stage, prepared))

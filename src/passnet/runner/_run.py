@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
-from passnet.evaluate import EvalSettings, probe_device
+from passnet.evaluate import EvalSettings, probe_device, spare_cores
 from passnet.record import EvalRecord, compiler_config_hash, render_log
 from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem
@@ -128,7 +128,18 @@ def check_device(compiler: str, device: str) -> None:
         )
 
 
-def _log_lines(rec: EvalRecord) -> list[str]:
+def _prepare_cores(device: str) -> list[int]:
+    """Cores for prepare workers beside CUDA timing: those no GPU's timing thread uses. On
+    the CPU, timing uses every core: prepare workers share them (and disturb CPU timing)."""
+    if not device.startswith("cuda") or not hasattr(os, "sched_getaffinity"):
+        return []
+    spare = spare_cores(sorted(os.sched_getaffinity(0)), torch.cuda.device_count())
+    if not spare:
+        log.warning("no core is free of the timing threads: prepare workers share their cores")
+    return spare
+
+
+def _open_log(rec: EvalRecord) -> list[str]:
     from passnet.record import render_log
 
     return render_log(rec)
@@ -199,6 +210,7 @@ def run_evaluations(
     settings: EvalSettings | None = None,
     out_dir: str | Path = "passnet-out",
     jobs: int = 1,
+    prepare_workers: int = 0,
     executor: Executor | None = None,
     console: Console | None = None,
     echo_logs: bool = True,
@@ -206,7 +218,9 @@ def run_evaluations(
     """Evaluate every item not already in ``out_dir``'s store; return all their records.
 
     ``executor`` runs the evaluations (default: a :class:`LocalExecutor` with ``jobs``
-    slots on the CPU, or one slot for each of the first ``jobs`` GPUs on ``cuda``).
+    slots on the CPU, or one slot for each of the first ``jobs`` GPUs on ``cuda``, and
+    ``prepare_workers`` workers compiling graphs ahead on cores the timing threads do not
+    use: :func:`passnet.evaluate.prepare_sample`).
     Results are persisted one by one, by this process, as they finish; Ctrl-C stops
     scheduling and keeps what finished. Records keep the device kind (``cuda``/``cpu``)
     as the resume key, so a rerun on another GPU of the same machine resumes too.
@@ -231,7 +245,11 @@ def run_evaluations(
             )
         own_executor = executor is None
         if executor is None:
-            executor = LocalExecutor(local_devices(device, jobs, torch.cuda.device_count()))
+            executor = LocalExecutor(
+                local_devices(device, jobs, torch.cuda.device_count()),
+                prepare_workers=prepare_workers,
+                prepare_cores=_prepare_cores(device) if prepare_workers else (),
+            )
             first = executor.pool.slots[0]
             if todo and device.startswith("cuda"):
                 problem = probe_device(first)
