@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "numpy", "matplotlib", "triton", "sympy")
+HEAVY = ("torch", "numpy", "matplotlib", "triton", "sympy", "ray")
 
 
 def test_building_the_parser_imports_no_heavy_library() -> None:

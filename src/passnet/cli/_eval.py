@@ -19,6 +19,7 @@ examples:
   passnet eval src/passnet/data/graphnet --compiler inductor --device cpu --out runs/inductor
   passnet eval timm/resnet18 --compiler eager --warmup 5 --trials 20
   passnet eval samples.txt --compiler inductor --device cuda --jobs 8   # one worker per GPU
+  passnet eval samples.txt --device cuda --executor ray --ray-address HEAD:6379  # a Ray cluster
   passnet eval TASK_DIR --compiler pass_mgr                              # a PassBench task
 Re-running the same command resumes: finished evaluations in --out are skipped.
 --out's aggregated_score.json scores all its graphs evaluated with this compiler,
@@ -45,6 +46,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
     if args.prepare_workers < 0:
         raise PassnetError(f"--prepare-workers must be 0 or more, got {args.prepare_workers}")
+    _check_executor_options(args)
     defaults = EvalSettings()
     try:
         # An explicit --warmup / --trials is what is done, nothing more: warm-up calls
@@ -84,35 +86,74 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 paths=" ".join(map(str, paths)),
             )
         planned.append((items, run_config, out_dir, score_dir))
+    executor = _make_executor(args)
     status = 0
-    for items, run_config, out_dir, score_dir in planned:
-        summary = run_evaluations(
-            items,
-            compiler=args.compiler,
-            compiler_config=run_config,
-            device=args.device,
-            settings=settings,
-            out_dir=out_dir,
-            jobs=args.jobs,
-            prepare_workers=args.prepare_workers,
-            console=console,
-            echo_logs=not args.quiet,
-        )
-        _print_summary(summary.records, console)
-        # The score describes the results folder: its records of this compiler, configuration
-        # and device, earlier commands' too. A task's is the task's: its graph list.
-        scored = summary.records if score_dir else summary.folder_records
-        if len(scored) > len(summary.records):
-            console.print(
-                f"score: the {len(scored)} graphs of {out_dir} evaluated with this compiler, "
-                f"configuration and device ({len(scored) - len(summary.records)} by earlier "
-                "commands)"
+    try:
+        for items, run_config, out_dir, score_dir in planned:
+            summary = run_evaluations(
+                items,
+                compiler=args.compiler,
+                compiler_config=run_config,
+                device=args.device,
+                settings=settings,
+                out_dir=out_dir,
+                jobs=args.jobs or 1,
+                prepare_workers=args.prepare_workers,
+                executor=executor,
+                console=console,
+                echo_logs=not args.quiet,
             )
-        status |= _write_scores(scored, out_dir, score_dir, args.compiler, console)
-        console.print(
-            f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
-        )
+            _print_summary(summary.records, console)
+            # The score describes the results folder: its records of this compiler, configuration
+            # and device, earlier commands' too. A task's is the task's: its graph list.
+            scored = summary.records if score_dir else summary.folder_records
+            if len(scored) > len(summary.records):
+                console.print(
+                    f"score: the {len(scored)} graphs of {out_dir} evaluated with this compiler, "
+                    f"configuration and device ({len(scored) - len(summary.records)} by earlier "
+                    "commands)"
+                )
+            status |= _write_scores(scored, out_dir, score_dir, args.compiler, console)
+            console.print(
+                f"results: {summary.out_dir / 'results.jsonl'} ({summary.evaluated} new, {summary.resumed} resumed)"
+            )
+    finally:
+        if executor is not None:
+            executor.close()
     return status
+
+
+def _check_executor_options(args: argparse.Namespace) -> None:
+    """Executor options that do not fit together stop the command before anything runs."""
+    if args.executor != "ray":
+        for given, name in ((args.ray_address, "--ray-address"), (args.ray_cpus, "--ray-cpus")):
+            if given is not None:
+                raise PassnetError(f"{name} needs --executor ray")
+        return
+    if args.device not in ("cpu", "cuda"):
+        raise PassnetError(
+            f"--executor ray takes --device cpu or cuda (Ray gives each evaluation a free GPU "
+            f"of the cluster), got {args.device!r}"
+        )
+    if args.prepare_workers:
+        raise PassnetError(
+            "--prepare-workers compiles ahead on this machine (the local executor); with "
+            "--executor ray each worker compiles its own graphs"
+        )
+    if args.ray_cpus is not None and args.ray_cpus < 1:
+        raise PassnetError(f"--ray-cpus must be 1 or more, got {args.ray_cpus}")
+    if args.jobs is not None and args.jobs < 1:
+        raise PassnetError(f"--jobs must be 1 or more, got {args.jobs}")
+
+
+def _make_executor(args: argparse.Namespace) -> Any:
+    """The executor ``--executor`` names (None: run_evaluations' local default); Ray is
+    imported, and the cluster joined, here, before any graph runs."""
+    if args.executor != "ray":
+        return None
+    from passnet.runner import RayExecutor
+
+    return RayExecutor(args.ray_address, cpus_per_job=args.ray_cpus, max_workers=args.jobs)
 
 
 def _eval_targets(
@@ -295,7 +336,11 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads in each evaluation")
     p.add_argument(
-        "--jobs", type=int, default=1, help="concurrent evaluations (on CUDA: spread over GPUs)"
+        "--jobs",
+        type=int,
+        default=None,
+        help="concurrent evaluations (default: 1; on CUDA: spread over GPUs; with --executor "
+        "ray: at most this many, default as many as the cluster's GPUs or CPUs hold)",
     )
     p.add_argument(
         "--prepare-workers",
@@ -304,6 +349,29 @@ def add_commands(subparsers: Any) -> None:
         metavar="N",
         help="compile upcoming graphs in N workers while others are timed, on cores the "
         "timing threads do not use (CUDA; default: 0, each evaluation compiles itself)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        metavar="NAME",
+        help="where evaluations run: local, this machine (default), or ray, the workers of a "
+        "Ray cluster (pip install 'passnet[ray]'; docs/scale.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the cluster to join (HOST:6379, or auto for the one `ray "
+        "start` runs on this machine; default: start a Ray cluster of this machine)",
+    )
+    p.add_argument(
+        "--ray-cpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --executor ray: CPU cores each evaluation owns (default: on cuda a GPU "
+        "node's cores divided among its GPUs; on cpu --threads, or a whole node)",
     )
     p.add_argument(
         "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"

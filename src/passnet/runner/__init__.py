@@ -2,6 +2,7 @@
 
 from passnet.runner._executor import DevicePool, EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem, plan_items
+from passnet.runner._ray import RayExecutor
 from passnet.runner._run import RunSummary, check_device, run_evaluations
 from passnet.runner._store import ResultStore, read_records
 
@@ -10,6 +11,7 @@ __all__ = [
     "EvalJob",
     "Executor",
     "LocalExecutor",
+    "RayExecutor",
     "ResultStore",
     "RunSummary",
     "WorkItem",

@@ -1,0 +1,453 @@
+"""The executor contract, the same assertions on the local executor and on Ray (a cluster
+of this machine on 127.0.0.1 that the tests start), and what only Ray has: workers that
+die mid-job, GPUs as Ray resources, samples shipped with their jobs, a cluster joined by
+address from ``passnet eval --executor ray``, and the errors that stop a run first."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from passnet.errors import DeviceUnavailable, MissingDependency, PassnetError
+from passnet.record import EvalRecord, compiler_config_hash
+from passnet.runner import (
+    EvalJob,
+    Executor,
+    LocalExecutor,
+    RayExecutor,
+    plan_items,
+    read_records,
+    run_evaluations,
+)
+from passnet.sample import load_sample
+from passnet.status import Status
+from tests.conftest import DEV, MLP
+
+HAVE_RAY = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs ray (pip install 'passnet[ray]')")
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ScriptedEvaluations:
+    """Stands in for evaluate_sample, in this process or on a Ray worker. What it does for a
+    graph is read from ``script.json`` in its folder, so one pool of Ray workers serves
+    every test: sleep ``seconds``, kill its own process on the first ``die`` attempts, wait
+    until evaluations have started in ``meet`` slots (processes or threads; a minute at most).
+    Each start and end is appended to ``events.jsonl`` there (which process, device, GPU,
+    the folder it was handed and the files in it)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def script(self, plans: dict[str, dict[str, Any]] | None = None) -> None:
+        (self.folder / "script.json").write_text(json.dumps(plans or {}))
+        (self.folder / "events.jsonl").write_text("")
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        lines = (self.folder / "events.jsonl").read_text().splitlines()
+        found = [json.loads(line) for line in lines if line]
+        return [e for e in found if kind is None or e["event"] == kind]
+
+    def _note(self, event: str, graph: str, **facts: Any) -> None:
+        line = json.dumps({"event": event, "graph": graph, "t": time.time(), **facts})
+        with open(self.folder / "events.jsonl", "a") as f:  # one short append: atomic
+            f.write(line + "\n")
+
+    def __call__(
+        self,
+        path: Path,
+        compiler: str,
+        config: dict[str, Any],
+        device: str,
+        settings: Any,
+        *,
+        graph_label: str,
+        on_stage: Any = None,
+    ) -> EvalRecord:
+        plan = json.loads((self.folder / "script.json").read_text()).get(graph_label, {})
+        earlier = sum(1 for e in self.events("start") if e["graph"] == graph_label)
+        self._note(
+            "start",
+            graph_label,
+            pid=os.getpid(),
+            thread=threading.get_ident(),
+            device=device,
+            gpus=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            cores=sorted(os.sched_getaffinity(0)),
+            path=str(path),
+            files=sorted(p.name for p in Path(path).iterdir()),
+        )
+        if earlier < plan.get("die", 0):
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker dies mid-job
+        deadline = time.monotonic() + 60
+        while len({(e["pid"], e["thread"]) for e in self.events("start")}) < plan.get("meet", 0):
+            if time.monotonic() > deadline:  # the assertions after the run tell what went wrong
+                break
+            time.sleep(0.05)
+        for stage in ("load", "compile", "measure") if on_stage else ():
+            on_stage(stage)
+        time.sleep(plan.get("seconds", 0.01))
+        self._note("end", graph_label, pid=os.getpid(), gpus=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return EvalRecord(
+            graph=graph_label,
+            graph_hash=load_sample(path).graph_hash,  # the copy's: the key a rerun resumes
+            compiler=compiler,
+            compiler_config=config,
+            compiler_config_hash=compiler_config_hash(compiler, config),
+            device=device,
+            status=Status.OK,
+            settings=settings.to_dict(),
+        )
+
+
+def _items(n: int) -> list[Any]:
+    return plan_items([DEV])[:n]
+
+
+def _jobs(items: list[Any], device: str = "cpu") -> list[EvalJob]:
+    return [EvalJob(item, "eager", device=device) for item in items]
+
+
+# -- errors that stop a run before anything runs (no cluster needed) ------------------------
+
+
+def test_a_missing_ray_is_a_missing_dependency_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(MissingDependency) as caught:
+        RayExecutor()
+    assert caught.value.context["package"] == "ray"
+    assert "passnet[ray]" in caught.value.context["install"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--ray-address", "127.0.0.1:1"], "--ray-address"),
+        (["--ray-cpus", "2"], "--ray-cpus"),
+        (["--executor", "ray", "--device", "cuda:1"], "--device cpu or cuda"),
+        (["--executor", "ray", "--prepare-workers", "2"], "--prepare-workers"),
+        (["--executor", "ray", "--ray-cpus", "0"], "--ray-cpus"),
+    ],
+)
+def test_eval_refuses_ray_options_that_do_not_fit_before_any_graph_runs(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    says: str,
+) -> None:
+    from passnet.cli import main
+
+    out = tmp_path / "out"
+    assert main(["eval", str(MLP), "--compiler", "eager", "--out", str(out), *extra]) == 2
+    assert says in "".join(capsys.readouterr())
+    assert not (out / "results.jsonl").exists()
+
+
+def test_eval_without_ray_installed_stops_with_exit_2_before_any_graph_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from passnet.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    out = tmp_path / "out"
+    assert (
+        main(["eval", str(MLP), "--compiler", "eager", "--out", str(out), "--executor", "ray"]) == 2
+    )
+    assert "passnet[ray]" in "".join(capsys.readouterr())
+    assert not (out / "results.jsonl").exists()
+
+
+# -- a cluster of this machine, started by the first RayExecutor -------------------------
+
+
+@pytest.fixture(scope="module")
+def scripted_evaluations(tmp_path_factory: pytest.TempPathFactory) -> ScriptedEvaluations:
+    fake = ScriptedEvaluations(tmp_path_factory.mktemp("scripted"))
+    fake.script()
+    return fake
+
+
+@pytest.fixture
+def scripted(scripted_evaluations: ScriptedEvaluations) -> ScriptedEvaluations:
+    scripted_evaluations.script()
+    return scripted_evaluations
+
+
+@pytest.fixture(scope="module")
+def ray_executor(scripted_evaluations: ScriptedEvaluations) -> Iterator[RayExecutor]:
+    """Starts a local cluster on 127.0.0.1 (4 CPUs, 2 pretend GPUs): no address given, so
+    this executor starts it and shuts it down when closed; the module's other Ray executors
+    use its connection."""
+    if not HAVE_RAY:
+        pytest.skip("needs ray (pip install 'passnet[ray]')")
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # no token written to ~/.ray: 127.0.0.1 only
+    temp = tempfile.mkdtemp(prefix="rt")  # short: Ray's socket paths must fit 107 bytes
+    executor = RayExecutor(
+        evaluate=scripted_evaluations,
+        cpus_per_job=1,
+        max_workers=2,
+        max_retries=1,
+        init_options={
+            "num_cpus": 4,
+            "num_gpus": 2,
+            "_node_ip_address": "127.0.0.1",
+            "_temp_dir": temp,
+        },
+    )
+    try:
+        yield executor
+    finally:
+        executor.close()
+        shutil.rmtree(temp, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
+
+
+@pytest.fixture(params=["local", "ray"])
+def executor(request: pytest.FixtureRequest, scripted: ScriptedEvaluations) -> Iterator[Executor]:
+    """Each executor with two slots, running the scripted evaluations."""
+    if request.param == "local":
+        with LocalExecutor(["slot:0", "slot:1"], evaluate=scripted) as local:
+            yield local
+    else:
+        yield request.getfixturevalue("ray_executor")
+
+
+# -- the contract, for every executor --------------------------------------------------
+
+
+def test_every_job_comes_back_once_in_the_order_jobs_finish(
+    executor: Executor, scripted: ScriptedEvaluations
+) -> None:
+    items = _items(4)
+    scripted.script({items[0].label: {"seconds": 1.5, "meet": 2}})  # once the other slot runs
+    order = [r.graph for r in executor.run(_jobs(items))]
+    assert order[-1] == items[0].label  # the slow first job finishes last
+    assert sorted(order) == sorted(i.label for i in items)
+    assert sorted(e["graph"] for e in scripted.events("start")) == sorted(order)
+
+
+def test_on_stage_hears_each_job_start_then_its_stages(
+    executor: Executor, scripted: ScriptedEvaluations
+) -> None:
+    items = _items(3)
+    heard: list[tuple[str, str]] = []
+    records = list(
+        executor.run(_jobs(items), on_stage=lambda j, s: heard.append((j.item.label, s)))
+    )
+    assert len(records) == len(items)
+    for item in items:
+        assert [s for g, s in heard if g == item.label] == ["start", "load", "compile", "measure"]
+
+
+def test_run_evaluations_stores_each_record_once_under_the_device_asked_for(
+    executor: Executor, scripted: ScriptedEvaluations, tmp_path: Path
+) -> None:
+    items = _items(5)
+    summary = run_evaluations(
+        items, compiler="eager", device="cpu", out_dir=tmp_path, executor=executor, echo_logs=False
+    )
+    labels = sorted(i.label for i in items)
+    assert sorted(r.graph for r in summary.records) == labels
+    stored = read_records(tmp_path / "results.jsonl")
+    assert sorted(r.graph for r in stored) == labels
+    assert {r.device for r in stored} == {"cpu"}
+    again = run_evaluations(
+        items, compiler="eager", device="cpu", out_dir=tmp_path, executor=executor, echo_logs=False
+    )
+    assert (again.evaluated, again.resumed) == (0, len(items))
+
+
+def test_closing_the_results_early_starts_no_more_jobs(
+    executor: Executor, scripted: ScriptedEvaluations
+) -> None:
+    items = _items(8)
+    scripted.script({i.label: {"seconds": 0.3} for i in items})
+    results = executor.run(_jobs(items))
+    next(results)
+    results.close()
+    started = len(scripted.events("start"))
+    time.sleep(0.6)  # longer than a job: one started after the close would show
+    assert len(scripted.events("start")) == started < len(items)
+
+
+# -- Ray only ----------------------------------------------------------------------------
+
+
+@needs_ray
+def test_the_worker_evaluates_a_copy_of_the_sample_shipped_with_its_job(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations
+) -> None:
+    (item,) = _items(1)
+    list(ray_executor.run(_jobs([item])))
+    (start,) = scripted.events("start")
+    assert Path(start["path"]) != item.path and Path(start["path"]).name == item.path.name
+    assert start["files"] == sorted(p.name for p in item.path.iterdir() if p.is_file())
+    assert not Path(start["path"]).exists()  # the copy is gone with the job
+
+
+@needs_ray
+def test_a_path_a_job_names_that_a_node_cannot_read_stops_the_run_before_any_job(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations, tmp_path: Path
+) -> None:
+    missing = tmp_path / "elsewhere" / "my_compiler.py"  # on no node: not shipped, not shared
+    jobs = [EvalJob(item, f"{missing}:MyCompiler") for item in _items(2)]
+    with pytest.raises(PassnetError, match=f"cannot read {missing}"):
+        list(ray_executor.run(jobs))
+    assert scripted.events() == []
+
+
+@needs_ray
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_each_worker_is_pinned_to_cores_no_other_worker_holds(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations
+) -> None:
+    items = _items(2)
+    scripted.script({i.label: {"meet": 2} for i in items})  # one job on each worker
+    list(ray_executor.run(_jobs(items)))
+    cores = {e["pid"]: frozenset(e["cores"]) for e in scripted.events("start")}
+    assert len(cores) == 2
+    first, second = cores.values()
+    assert len(first) == len(second) == 1 and not first & second  # cpus_per_job=1
+
+
+@needs_ray
+def test_cuda_jobs_take_one_gpu_each_and_never_two_timings_on_one_gpu(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations
+) -> None:
+    items = _items(6)
+    scripted.script({i.label: {"seconds": 0.3} for i in items})
+    with RayExecutor(evaluate=scripted, cpus_per_job=1) as gpus:  # the module's cluster
+        records = list(gpus.run(_jobs(items, device="cuda")))
+        with pytest.raises(DeviceUnavailable, match="--device cuda"):
+            list(gpus.run(_jobs(items[:1], device="cuda:1")))
+    assert {r.device for r in records} == {"cuda"} and len(records) == len(items)
+    starts = scripted.events("start")
+    assert {e["device"] for e in starts} == {"cuda:0"}  # the one GPU Ray shows the worker
+    assert {e["gpus"] for e in starts} == {"0", "1"}  # both pretend GPUs were used
+    ends = {(e["graph"]): e["t"] for e in scripted.events("end")}
+    spans = [(e["gpus"], e["t"], ends[e["graph"]]) for e in starts]
+    for i, (gpu_a, start_a, end_a) in enumerate(spans):
+        for gpu_b, start_b, end_b in spans[i + 1 :]:
+            assert gpu_a != gpu_b or end_a <= start_b or end_b <= start_a
+
+
+@needs_ray
+def test_a_job_whose_worker_dies_runs_again_and_then_is_recorded_never_twice(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations, tmp_path: Path
+) -> None:
+    items = _items(5)
+    once, always = items[0].label, items[1].label
+    scripted.script({once: {"die": 1}, always: {"die": 99}, items[2].label: {"seconds": 0.5}})
+    summary = run_evaluations(
+        items,
+        compiler="eager",
+        device="cpu",
+        out_dir=tmp_path,
+        executor=ray_executor,
+        echo_logs=False,
+    )
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    stored = {r.graph: r for r in read_records(tmp_path / "results.jsonl")}
+    assert len(lines) == len(items) and sorted(stored) == sorted(i.label for i in items)
+    assert stored[once].status is Status.OK  # its worker died once; it ran again
+    lost = stored[always]  # died on both attempts (max_retries=1): a record, not a crash
+    assert lost.status is Status.RUNTIME_ERROR
+    assert lost.error is not None and lost.error.type == "WorkerDied"
+    assert "2 attempt" in lost.error.message and lost.error.stage == "start"
+    assert lost.sample_digest and lost.graph_hash  # keyed like any record: a rerun resumes it
+    starts = [e["graph"] for e in scripted.events("start")]
+    assert starts.count(once) == 2 and starts.count(always) == 2
+    # the sample copies of the killed workers were swept by the workers started after them
+    killed = {e["pid"] for e in scripted.events("start") if e["graph"] == always}
+    assert not [
+        p
+        for p in Path(tempfile.gettempdir()).glob("passnet-sample-*")
+        if any(p.name.startswith(f"passnet-sample-{pid}-") for pid in killed)
+    ]
+    assert summary.evaluated == len(items)
+    again = run_evaluations(
+        items,
+        compiler="eager",
+        device="cpu",
+        out_dir=tmp_path,
+        executor=ray_executor,
+        echo_logs=False,
+    )
+    assert (again.evaluated, again.resumed) == (0, len(items))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def head_node() -> Iterator[tuple[str, dict[str, str]]]:
+    """``ray start --head`` on 127.0.0.1 in its own process group: (address, environment
+    to join it with). Stopped by signalling that group only (not ``ray stop``, which would
+    stop every cluster of this machine)."""
+    if not HAVE_RAY:
+        pytest.skip("needs ray (pip install 'passnet[ray]')")
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="rt")  # short: Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO / "src")}
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", "--block", "--node-ip-address", "127.0.0.1"]
+        + ["--port", str(port), "--num-cpus", "1", "--num-gpus", "0", "--temp-dir", temp]
+        + ["--include-dashboard=false", "--disable-usage-stats"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # what SIGTERM has not ended yet
+        except ProcessLookupError:
+            pass
+        head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_eval_joins_a_cluster_by_address_and_evaluates_a_real_graph_on_it(
+    head_node: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = head_node
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "passnet.cli", "eval", str(MLP), "--compiler", "eager"]
+    cmd += ["--executor", "ray", "--ray-address", address, "--out", str(out), "--quiet"]
+    cmd += ["--warmup", "2", "--trials", "6", "--threads", "1", "--timeout", "120"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = read_records(out / "results.jsonl")
+    assert record.status is Status.OK and record.device == "cpu"
+    assert record.graph == MLP.name and record.eager is not None and record.compiled is not None
