@@ -14,6 +14,7 @@ from passnet.record import (
     EvalRecord,
     append_jsonl,
     read_records,
+    record_from_dict,
     record_from_json,
 )
 from passnet.status import Status
@@ -159,9 +160,9 @@ def test_version_1_records_written_before_the_record_moved_still_load() -> None:
     assert len(records) == len(lines) == 29
     assert {r.schema_version for r in records} == {SCHEMA_VERSION}
     assert all(r.correctness is not None or r.error is not None for r in records)
-    # the migrated record writes as the current version, without the dropped field
+    # the migrated record writes as the current version
     again = record_from_json(records[0].to_json())
-    assert again == records[0] and "roofline" not in records[0].to_dict()
+    assert again == records[0] and records[0].roofline is None  # v1 never set it
 
 
 @pytest.mark.parametrize("version", [0, "1", None, True, SCHEMA_VERSION + 1])
@@ -170,3 +171,20 @@ def test_a_schema_version_that_cannot_be_migrated_is_an_input_error(version) -> 
     line["schema_version"] = version
     with pytest.raises(InputFormatError, match="schema_version"):
         record_from_json(json.dumps(line))
+
+
+def test_a_record_dict_without_a_version_is_of_this_version_and_keeps_its_fields() -> None:
+    rec = _rec("a")
+    d = rec.to_dict()
+    d.pop("schema_version")
+    d["roofline"] = {
+        "flops": 1.0,
+        "min_bytes": 8,
+        "compute_ms": 0.1,
+        "memory_ms": 0.2,
+        "floor_ms": 0.2,
+        "bound": "memory",
+    }
+    again = record_from_dict(d)
+    assert again.schema_version == SCHEMA_VERSION
+    assert again.roofline is not None and again.roofline.floor_ms == 0.2

@@ -208,15 +208,23 @@ def _print_summary(records: list[Any], console: Console) -> None:
     columns = ["graph", "status", "speedup e2e", "speedup device"]
     columns += ["speedup replay"] if replay else []
     columns += ["speedup kernels"] if kernels else []
-    for col in (*columns, "max diff", "note"):
+    for col in (*columns, "max diff", "floor", "note"):
         table.add_column(col)
     for r in records:
         cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
         cells += [_x(r.speedup_replay)] if replay else []
         cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
-        table.add_row(*cells, _note(r, replay, kernels))
+        table.add_row(*cells, _floor(r), _note(r, replay, kernels))
     console.print(table)
+
+
+def _floor(r: Any) -> str:
+    """The graph's bound and the fraction of its hardware floor the compiled side reached."""
+    roof = r.roofline
+    if roof is None or roof.compiled_fraction is None:
+        return "-"
+    return f"{roof.bound} {roof.compiled_fraction:.1%}"
 
 
 def _note(r: Any, replay: bool, kernels: bool) -> str:

@@ -12,23 +12,28 @@ from passnet.evaluate._isolate import (
 )
 from passnet.evaluate._memory import COPIES, available_bytes, check_fits
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
+from passnet.evaluate._roofline import Ceilings, ceilings, graph_work, measure_ceilings, roofline
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 
 __all__ = [
     "COPIES",
     "FORKSERVER_PRELOAD",
+    "Ceilings",
     "ChildOutcome",
     "CoreGuard",
     "EvalSettings",
     "PrepareOutcome",
     "available_bytes",
     "cache_counters",
+    "ceilings",
     "check_fits",
     "cpu_timer",
     "cuda_timer",
     "evaluate_sample",
     "gc_paused",
+    "graph_work",
+    "measure_ceilings",
     "measure_interleaved",
     "measure_sides",
     "no_randomization_for_exec",
@@ -36,6 +41,7 @@ __all__ = [
     "pin_to_one_core",
     "prepare_sample",
     "probe_device",
+    "roofline",
     "run_isolated",
     "software_versions",
     "spare_cores",

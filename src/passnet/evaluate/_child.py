@@ -27,6 +27,7 @@ from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
 from passnet.evaluate._memory import check_fits
 from passnet.evaluate._prepare import cache_counters
+from passnet.evaluate._roofline import ceilings, graph_work, roofline
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -315,6 +316,9 @@ def _evaluate(
     _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+        if s.roofline:
+            stage.enter("roofline")
+            result["roofline"] = _roofline(module, inputs1, device, timings)
         cuda = device.startswith("cuda")
         if cuda and (s.replay_timing or s.profile_kernels):
             # Last, once the result is decided: optional work that kills the process costs
@@ -363,6 +367,37 @@ def _require_deterministic_eager(
             f"cannot be judged against it (the compiled side's comparison: {cmp.message})",
             eager_max_diff=f"{self_check.max_diff:.3g}",
         )
+
+
+def _roofline(
+    module: Any, inputs: list[Any], device: str, timings: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The graph's roofline (:mod:`._roofline`) against each side's median, device time on
+    CUDA; None (and a note in the log) where it cannot be measured: an optional figure."""
+    try:
+        flops, moved = graph_work(module, _clone(inputs))
+        floats = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        dtype = (
+            max(floats, key=lambda t: t.numel() * t.element_size()).dtype
+            if floats
+            else torch.float32
+        )
+
+        def median(side: Any) -> float:
+            return (side.device or side.e2e).median_ms
+
+        found = roofline(
+            flops,
+            moved,
+            dtype,
+            ceilings(device),
+            eager_ms=median(timings["eager"]),
+            compiled_ms=median(timings["compiled"]),
+        )
+    except Exception as exc:  # noqa: BLE001 - an optional figure: the result stands without it
+        log.warning("no roofline: %s: %s", type(exc).__name__, exc)
+        return None
+    return dataclasses.asdict(found)
 
 
 def _integrity_status(compiler: Any) -> Status:

@@ -177,6 +177,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "gpu": res.get("gpu"),
         "layout_fixed": res.get("layout_fixed"),
         "compile_cache": res.get("compile_cache"),
+        "roofline": res.get("roofline"),
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

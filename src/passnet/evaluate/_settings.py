@@ -62,6 +62,10 @@ class EvalSettings:
     """Fill freed device memory with NaN before compiling, so stale results cannot pass."""
     time_graphs: bool = True
     """Measure timing (off: correctness only)."""
+    roofline: bool = True
+    """After timing, count the graph's FLOPs and bytes (one more eager call) and put its
+    hardware floor, bound and each side's fraction of it in the record (the device's
+    ceilings are measured once per machine and cached)."""
     flush_l2: bool = False
     """On CUDA, overwrite a buffer twice the size of the GPU's L2 cache before every timed
     call, outside the timed region (cold-cache timing, as ``triton.testing.do_bench``

@@ -32,6 +32,7 @@ __all__ = [
     "KernelShare",
     "OutputCheck",
     "PassReport",
+    "Roofline",
     "TimingStats",
     "Timing",
     "config_hash",
@@ -171,6 +172,31 @@ class GpuReport:
 
 
 @dataclass
+class Roofline:
+    """The hardware floor of one call of the graph on its device, and how close each side
+    came (:mod:`passnet.evaluate._roofline`)."""
+
+    flops: float
+    """FLOPs of one call (matmuls, convolutions, attention: a lower bound)."""
+    min_bytes: int
+    """Bytes one call must move at least: inputs (weights included) and outputs, once."""
+    compute_ms: float
+    memory_ms: float
+    floor_ms: float
+    """max(compute_ms, memory_ms) at the device's measured ceilings."""
+    bound: str
+    """``launch`` (the floor is below two small operation calls), ``compute`` or ``memory``."""
+    eager_fraction: float | None = None
+    """floor_ms / eager's median (device time on CUDA, else e2e)."""
+    compiled_fraction: float | None = None
+    device: str = ""
+    copy_gbps: float = 0.0
+    matmul_tflops: float = 0.0
+    """The matrix-product rate used (of the graph's floating dtype)."""
+    launch_us: float = 0.0
+
+
+@dataclass
 class CompileCache:
     """How the compiled program came to be: prepared ahead by a prepare worker (and then
     loaded from Inductor's caches here), and the FX-graph cache hits and misses of this
@@ -268,6 +294,9 @@ class EvalRecord:
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     gpu: GpuReport | None = None
     """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    roofline: Roofline | None = None
+    """The graph's hardware floor and the fraction of it each side reached (timed runs);
+    None when untimed or not measured."""
     compile_cache: CompileCache | None = None
     """Where the compiled program came from (see :class:`CompileCache`); None in records of
     older versions."""
@@ -394,7 +423,9 @@ _MIGRATIONS: dict[int, Any] = {1: _v1_to_v2}
 
 
 def _migrate(d: dict[str, Any]) -> dict[str, Any]:
-    version = d.get("schema_version", 1)
+    # Every record passnet has written carries its version; a dict without one is built
+    # in this process (the evaluator's), so it is of this version.
+    version = d.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InputFormatError(
             f"record schema_version must be a positive integer, got {version!r}",

@@ -41,6 +41,11 @@ COLUMNS: dict[str, str] = {
     "compile s": "Seconds spent compiling in the evaluation child.",
     "measure s": "Seconds spent timing (warm-up, interleaved rounds, adaptive repetition).",
     "total s": "Seconds of the whole evaluation, child start to result.",
+    "bound": "What limits the graph on this device by its roofline: launch (its hardware "
+    "floor is below two small operation calls), memory or compute.",
+    "% floor": "The graph's hardware floor (max of its FLOPs at the measured matrix-product "
+    "rate and its minimum bytes at the measured copy bandwidth) over the compiled side's "
+    "median: how close it came to the hardware limit.",
     "note": "The error in words, or a timing remark (unstable timing).",
 }
 """The per-graph table's columns and what they mean (also shown on the page)."""
@@ -106,8 +111,24 @@ def _graph_cells(record: EvalRecord | None) -> list[str]:
         _cell(_num(phases.get("compile"), 1), phases.get("compile", -1)),
         _cell(_num(phases.get("measure"), 1), phases.get("measure", -1)),
         _cell(_num(total, 1) if phases else "-", total if phases else -1),
+        _cell(record.roofline.bound if record.roofline else "-", _bound_key(record)),
+        _cell(_fraction(record), _fraction_key(record)),
         _cell(note, note, "note", title=note),
     ]
+
+
+def _bound_key(record: EvalRecord) -> str:
+    return record.roofline.bound if record.roofline else ""
+
+
+def _fraction_key(record: EvalRecord) -> float:
+    roof = record.roofline
+    return roof.compiled_fraction if roof and roof.compiled_fraction is not None else -1.0
+
+
+def _fraction(record: EvalRecord) -> str:
+    value = _fraction_key(record)
+    return "-" if value < 0 else f"{value:.1%}"
 
 
 def _summary(name: str, report: ScoreReport | None, records: Sequence[EvalRecord]) -> str:

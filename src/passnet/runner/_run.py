@@ -55,8 +55,9 @@ def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str
     return (item.label, sample.graph_hash, compiler, cfg_hash, device)
 
 
-# Settings that limit resources rather than define the measurement: a resume may change them.
-_RESUMABLE_SETTINGS = frozenset({"timeout_s"})
+# Settings that limit resources or add figures after the measurement rather than define it:
+# a resume may change them.
+_RESUMABLE_SETTINGS = frozenset({"timeout_s", "roofline"})
 
 
 #: Settings added since records were first written, with the value a record without the

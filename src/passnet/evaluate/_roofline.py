@@ -1,0 +1,199 @@
+"""A roofline for every graph: the hardware floor of its work, and how close each side got.
+
+The floor of a graph on a device is the larger of its compute time and its memory time
+at the device's measured ceilings (a roofline, Williams et al. 2009):
+
+* **work**: the FLOPs of one call (torch's ``FlopCounterMode``: matmuls, convolutions,
+  attention; elementwise work is not counted, so the compute floor is a lower bound)
+  and the fewest bytes one call must move — its inputs (weights included) read once and
+  its outputs written once;
+* **ceilings**, measured once per machine and cached (:func:`ceilings`): the rate of a
+  large device-to-device copy (bytes read and written), the rate of a large matrix
+  product per floating dtype, and the time of one small operation call (the launch
+  overhead every kernel pays, on CUDA a launch, on the CPU a dispatch).
+
+A graph is *launch-bound* when its floor is below two such calls' time (no run can get
+near it: launches decide), else *compute-* or *memory-bound* by which time is larger.
+Each side's *fraction of the floor* is floor / measured median (1 would be the hardware
+limit). Figures are estimates by construction; they tell a pass author where the time
+goes, not a guarantee.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from passnet.record import Roofline
+
+__all__ = ["Ceilings", "ceilings", "graph_work", "measure_ceilings", "roofline"]
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR_ENV = "PASSNET_CACHE_DIR"
+"""Where measured ceilings are kept (default: ``~/.cache/passnet``)."""
+
+_MATMUL_DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceilings:
+    """What one device can do, measured: copy bandwidth, matrix-product rate per dtype,
+    and the time of one small operation call."""
+
+    device: str
+    """The device's name (``NVIDIA H100 80GB HBM3``, or the CPU's model)."""
+    copy_gbps: float
+    """Bytes read plus bytes written per second of a large copy, in GB/s."""
+    matmul_tflops: dict[str, float]
+    """Matrix-product TFLOP/s per dtype name (``float32``, ``float16``, ``bfloat16``)."""
+    launch_us: float
+    """Microseconds of one small operation call, synchronized (the per-kernel floor)."""
+    torch_version: str = ""
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _best_seconds(fn: Callable[[], Any], device: str, repeats: int) -> float:
+    fn()
+    _sync(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _copy_seconds(nbytes: int, device: str) -> float:
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    return _best_seconds(lambda: dst.copy_(src), device, 5)
+
+
+def measure_ceilings(device: str) -> Ceilings:
+    """Measure ``device``'s ceilings now (about a second on a GPU, a few on a CPU)."""
+    cuda = device.startswith("cuda")
+    copy_bytes = (1 << 30) if cuda else (64 << 20)
+    copy_s = _copy_seconds(copy_bytes, device)
+    rates = {}
+    for name in _MATMUL_DTYPES:
+        dtype = getattr(torch, name)
+        # large enough to reach the rate; on a CPU, half precision is emulated and slow
+        n = 8192 if cuda else (1024 if dtype == torch.float32 else 384)
+        try:
+            a = torch.randn(n, n, device=device).to(dtype)
+            b = torch.randn(n, n, device=device).to(dtype)
+            seconds = _best_seconds(lambda a=a, b=b: torch.mm(a, b), device, 3 if cuda else 1)
+        except RuntimeError as exc:  # a dtype this device cannot multiply
+            log.info("no %s matrix product on %s: %s", name, device, exc)
+            continue
+        rates[name] = 2 * n**3 / seconds / 1e12
+    small = torch.zeros(16, device=device)
+    launch_s = _best_seconds(lambda: small.add_(1), device, 200)
+    name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or "cpu")
+    return Ceilings(
+        device=name,
+        copy_gbps=2 * copy_bytes / copy_s / 1e9,
+        matmul_tflops=rates,
+        launch_us=launch_s * 1e6,
+        torch_version=torch.__version__,
+    )
+
+
+def _cache_file(device: str) -> Path:
+    root = Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "passnet")
+    if device.startswith("cuda"):
+        what = torch.cuda.get_device_name(device)
+    else:
+        what = f"cpu-{os.cpu_count()}-{platform.processor() or platform.machine()}"
+    key = f"{platform.node()}-{what}-torch{torch.__version__}".replace("/", "_").replace(" ", "_")
+    return root / f"ceilings-{key}.json"
+
+
+def ceilings(device: str) -> Ceilings:
+    """``device``'s ceilings from this machine's cache, measured and cached on first use."""
+    path = _cache_file(device)
+    try:
+        return Ceilings(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    found = measure_ceilings(device)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:
+            json.dump(dataclasses.asdict(found), tmp)
+        os.replace(tmp.name, path)  # atomic: children measuring at once keep one file
+    except OSError as exc:
+        log.info("ceilings not cached (%s): measured again next time", exc)
+    return found
+
+
+def graph_work(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[float, int]:
+    """FLOPs of one call ``fn(*inputs)`` and the fewest bytes it moves (inputs read once,
+    outputs written once)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from passnet.sample import flatten_outputs
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        out = fn(*inputs)
+    tensors = [t for t in (*inputs, *flatten_outputs(out)) if isinstance(t, torch.Tensor)]
+    moved = sum(t.numel() * t.element_size() for t in tensors)
+    return float(counter.get_total_flops()), int(moved)
+
+
+def roofline(
+    flops: float,
+    min_bytes: int,
+    dtype: torch.dtype,
+    limits: Ceilings,
+    *,
+    eager_ms: float | None,
+    compiled_ms: float | None,
+) -> Roofline:
+    """The floor of a graph with this work on a device with ``limits``, its bound, and the
+    fraction of the floor each side's median reached."""
+    rate = limits.matmul_tflops.get(str(dtype).removeprefix("torch."))
+    if rate is None and limits.matmul_tflops:
+        rate = min(limits.matmul_tflops.values())  # an unmeasured dtype: the slowest rate
+    compute_ms = flops / (rate * 1e12) * 1e3 if rate else 0.0
+    memory_ms = min_bytes / (limits.copy_gbps * 1e9) * 1e3
+    floor_ms = max(compute_ms, memory_ms)
+    launch_ms = limits.launch_us / 1e3
+    if floor_ms < 2 * launch_ms:
+        bound = "launch"
+    else:
+        bound = "compute" if compute_ms >= memory_ms else "memory"
+
+    def fraction(ms: float | None) -> float | None:
+        return floor_ms / ms if ms and ms > 0 else None
+
+    return Roofline(
+        flops=flops,
+        min_bytes=min_bytes,
+        compute_ms=compute_ms,
+        memory_ms=memory_ms,
+        floor_ms=floor_ms,
+        bound=bound,
+        eager_fraction=fraction(eager_ms),
+        compiled_fraction=fraction(compiled_ms),
+        device=limits.device,
+        copy_gbps=limits.copy_gbps,
+        matmul_tflops=rate or 0.0,
+        launch_us=limits.launch_us,
+    )

@@ -1,0 +1,59 @@
+"""The roofline: work counted, ceilings measured once and cached, bound and fractions."""
+
+from __future__ import annotations
+
+import torch
+
+from passnet.evaluate import Ceilings, EvalSettings, ceilings, evaluate_sample, graph_work, roofline
+from tests.conftest import MLP
+
+LIMITS = Ceilings(device="test", copy_gbps=100.0, matmul_tflops={"float32": 10.0}, launch_us=5.0)
+
+
+def test_work_is_the_matmul_flops_and_the_bytes_read_and_written_once() -> None:
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    flops, moved = graph_work(torch.mm, [a, b])
+    assert flops == 2 * 64 * 32 * 16
+    assert moved == (64 * 32 + 32 * 16 + 64 * 16) * 4
+
+
+def test_the_floor_is_the_larger_of_compute_and_memory_time_and_names_the_bound() -> None:
+    compute = roofline(1e12, 1_000, torch.float32, LIMITS, eager_ms=200.0, compiled_ms=125.0)
+    assert compute.bound == "compute" and compute.floor_ms == compute.compute_ms == 100.0
+    assert compute.eager_fraction == 0.5 and compute.compiled_fraction == 0.8
+    memory = roofline(1e3, 10**9, torch.float32, LIMITS, eager_ms=20.0, compiled_ms=None)
+    assert memory.bound == "memory" and memory.floor_ms == memory.memory_ms == 10.0
+    assert memory.compiled_fraction is None
+    tiny = roofline(1e3, 1_000, torch.float32, LIMITS, eager_ms=0.05, compiled_ms=0.02)
+    assert tiny.bound == "launch"  # a floor below two 5 us calls: launches decide
+
+
+def test_an_unmeasured_dtype_takes_the_slowest_measured_rate() -> None:
+    limits = Ceilings("t", 100.0, {"float32": 10.0, "bfloat16": 100.0}, 5.0)
+    found = roofline(1e12, 0, torch.float64, limits, eager_ms=None, compiled_ms=None)
+    assert found.matmul_tflops == 10.0
+
+
+def test_ceilings_are_measured_once_per_machine_and_cached(tmp_path, monkeypatch) -> None:
+    import passnet.evaluate._roofline as module
+
+    calls = []
+
+    def fake(device: str) -> Ceilings:
+        calls.append(device)
+        return LIMITS
+
+    monkeypatch.setenv(module.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(module, "measure_ceilings", fake)
+    assert ceilings("cpu") == LIMITS and ceilings("cpu") == LIMITS
+    assert calls == ["cpu"] and len(list(tmp_path.glob("ceilings-*.json"))) == 1
+
+
+def test_a_timed_record_carries_its_roofline(fast: EvalSettings) -> None:
+    rec = evaluate_sample(MLP, "eager", settings=fast)
+    roof = rec.roofline
+    assert roof is not None and roof.bound == "launch"  # a 4 x 4 MLP
+    assert roof.flops > 0 and roof.min_bytes > 0 and roof.floor_ms > 0
+    assert 0 < roof.eager_fraction < 1 and 0 < roof.compiled_fraction < 1
+    untimed = evaluate_sample(MLP, "eager", settings=EvalSettings(time_graphs=False))
+    assert untimed.roofline is None
