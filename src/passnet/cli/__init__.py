@@ -2,7 +2,8 @@
 
 One module per command group, registered in pipeline order: :mod:`._eval` (eval,
 samples), :mod:`._score` (score, plot), :mod:`._task` (task), :mod:`._library`
-(library), :mod:`._dataset` (extract ... bench build). Commands import the library
+(library), :mod:`._dataset` (extract ... bench build), :mod:`._agent` (agent run,
+agent export, serve). Commands import the library
 when they run, so ``passnet --help`` starts without torch.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from passnet.cli import _dataset, _eval, _library, _score, _task
+from passnet.cli import _agent, _dataset, _eval, _library, _score, _task
 from passnet.errors import PassnetError
 
 __all__ = ["build_parser", "main"]
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (_eval, _score, _task, _library, _dataset):
+    for group in (_eval, _score, _task, _library, _dataset, _agent):
         group.add_commands(sub)
     return parser
 
