@@ -15,6 +15,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
+import threading
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -58,6 +59,7 @@ class Registry(Generic[T]):
         self.group = group
         self._entries: dict[str, T] = {}
         self._plugins_loaded = group is None
+        self._lock = threading.RLock()
 
     def add(self, name: str, obj: T) -> None:
         if not (isinstance(obj, type) and issubclass(obj, self.base)):
@@ -69,19 +71,24 @@ class Registry(Generic[T]):
         self._entries[name] = obj
 
     def _load_plugins(self) -> None:
-        if self._plugins_loaded:
-            return
-        self._plugins_loaded = True
-        for ep in [
-            *importlib.metadata.entry_points(group=self.group),
-            *_checkout_entry_points(self.group),
-        ]:
-            if ep.name in self._entries:
-                continue
-            try:
-                self.add(ep.name, ep.load())
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
-                log.warning("cannot load %s plugin %r (%s): %s", self.kind, ep.name, ep.value, exc)
+        # Threads looking names up at once (parallel agent episodes) must not see the
+        # registry between "loading started" and "plugins added": the lock makes it once.
+        with self._lock:
+            if self._plugins_loaded:
+                return
+            for ep in [
+                *importlib.metadata.entry_points(group=self.group),
+                *_checkout_entry_points(self.group),
+            ]:
+                if ep.name in self._entries:
+                    continue
+                try:
+                    self.add(ep.name, ep.load())
+                except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                    log.warning(
+                        "cannot load %s plugin %r (%s): %s", self.kind, ep.name, ep.value, exc
+                    )
+            self._plugins_loaded = True
 
     def get(self, name: str) -> T:
         """The entry called ``name``; ``"pkg.module:Attr"`` or ``"path/file.py:Attr"`` load lazily."""

@@ -70,3 +70,28 @@ def test_entry_point_plugins_are_loaded(monkeypatch: pytest.MonkeyPatch) -> None
     reg: Registry[type[Compiler]] = Registry("compiler", Compiler, group="passnet.compilers")
     assert reg.get("plugin-slow").__name__ == "Slow"
     assert "broken" not in reg.names()  # a broken plugin is logged and skipped
+
+
+def test_threads_looking_up_a_plugin_at_once_all_find_it() -> None:
+    # parallel agent episodes met "unknown compiler pass_mgr": a second thread saw the
+    # registry marked loaded before the first had added the entry points
+    import threading
+
+    from passnet.compilers._base import Compiler
+    from passnet.registry import Registry
+
+    registry: Registry[type] = Registry("compiler", Compiler, group="passnet.compilers")
+    found, errors = [], []
+
+    def look() -> None:
+        try:
+            found.append(registry.get("pass_mgr"))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(found) == 8 and len(set(found)) == 1
