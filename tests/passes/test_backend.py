@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from passnet.compilers import create_compiler
+import passnet.passes._backend as backend
+from passnet.compilers import create_compiler, select_cudagraph
 from passnet.errors import (
     CompileError,
     CompilerConfigError,
-    PassLoadError,
     PassMismatch,
     PassRejected,
 )
 from passnet.passes import ReplacementError
 from passnet.passes._opaque import NAMESPACE
 
+from ..compilers.test_cudagraph import Replayed, clock
 from .conftest import MLP, REDTEAM, RELU_PASS, run_eager
 
 HONEST_RELU = REDTEAM / "honest" / "triton_relu"
@@ -34,7 +37,7 @@ TRANSPOSED = RELU_PASS.replace(
 
 
 def test_config_needs_a_pass_dir_and_nothing_unknown() -> None:
-    with pytest.raises(PassLoadError, match="needs config pass_dir"):
+    with pytest.raises(CompilerConfigError, match="needs config pass_dir"):
         create_compiler("pass_mgr")
     with pytest.raises(CompilerConfigError, match="does not take config key mode; the keys"):
         create_compiler("pass_mgr", pass_dir="x", mode="fast")
@@ -140,3 +143,39 @@ def test_a_replacement_that_raises_names_its_pass_file_and_line(tmp_path) -> Non
     with pytest.raises(PassCodeError, match="boom raised IndexError") as info:
         create_compiler("pass_mgr", pass_dir=str(pass_dir)).compile(module, inputs)
     assert (info.value.context["file"], info.value.context["line"]) == ("Boom.py", "6")
+
+
+def test_pass_compilers_capture_under_the_dispatch_guard(monkeypatch, triton_interpreter) -> None:
+    """``cudagraphs=auto`` on a pass compiler: the capture runs the replacements under the
+    guard (a replay dispatches nothing, so the capture is where they are checked), the
+    decision is reported, and a pass that misbehaves only while captured is rejected."""
+    guarded: list[bool] = []
+
+    def capture(fn: Callable[..., Any], inputs: Sequence[Any]) -> Replayed:
+        guarded.append(compiler.guard.flag.on)
+        return Replayed(fn, inputs)
+
+    monkeypatch.setattr(backend, "GraphedCall", capture)
+    monkeypatch.setattr(
+        backend, "select_cudagraph", functools.partial(select_cudagraph, timer=clock(1.0, 0.3))
+    )
+    module, inputs, expected = run_eager(MLP)
+    compiler = create_compiler(
+        "pass_mgr", pass_dir=str(REDTEAM / "honest" / "triton_relu"), cudagraphs="auto"
+    )
+    compiled = compiler.compile(module, inputs)
+    assert guarded == [True] and isinstance(compiled, Replayed)
+    (d,) = compiler.cudagraph_decisions()
+    assert (d.name, d.chosen) == ("rewritten graph", "cudagraph")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*inputs)[0], expected[0])
+
+    def cheating_capture(fn: Callable[..., Any], inputs: Sequence[Any]) -> Replayed:
+        raise PassRejected("pass Relu delegated computation to torch")
+
+    monkeypatch.setattr(backend, "GraphedCall", cheating_capture)
+    compiler = create_compiler(
+        "pass_mgr", pass_dir=str(REDTEAM / "honest" / "triton_relu"), cudagraphs="auto"
+    )
+    with pytest.raises(PassRejected):
+        compiler.compile(module, inputs)

@@ -1,4 +1,5 @@
-"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs; pass_mgr and plugins.
+"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs, inductor-scg (selective
+CUDA graphs); pass_mgr and plugins.
 
 Compilers outside this package register through the ``passnet.compilers`` entry-point
 group, loaded on first lookup (passnet's own ``pass_mgr`` and ``pass_mgr+inductor``
@@ -12,12 +13,16 @@ machinery)::
 from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
 from passnet.compilers._base import COMPILERS, Compiler, create_compiler, register_compiler
 from passnet.compilers._builtin import compile_warm, stop_compile_workers
+from passnet.compilers._cudagraph import GraphedCall, capture_graph, select_cudagraph
 
 __all__ = [
     "COMPILERS",
+    "GraphedCall",
     "Compiler",
+    "capture_graph",
     "compile_warm",
     "create_compiler",
     "register_compiler",
+    "select_cudagraph",
     "stop_compile_workers",
 ]

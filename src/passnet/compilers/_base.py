@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import torch
 
 from passnet.errors import CompilerConfigError
-from passnet.record import PassReport
+from passnet.record import CudaGraphDecision, PassReport
 from passnet.registry import Registry
 
 __all__ = ["COMPILERS", "Compiler", "create_compiler", "register_compiler"]
@@ -60,6 +60,12 @@ class Compiler:
                 compiler=name,
             )
 
+    @classmethod
+    def needs_cuda(cls, config: dict[str, Any]) -> bool:
+        """Whether this compiler, so configured, runs only on CUDA devices (refused on the CPU
+        before anything runs)."""
+        return cls.requires_cuda
+
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         """Return a callable computing ``module(*inputs)``. Raise on failure."""
         raise NotImplementedError
@@ -72,6 +78,11 @@ class Compiler:
     def pass_report(self) -> PassReport | None:
         """Facts about graph rewriting, for compilers that rewrite with passes."""
         return None
+
+    def cudagraph_decisions(self) -> list[CudaGraphDecision]:
+        """Per graph, whether the compiled program replays it as a CUDA graph and why (for
+        compilers that choose: :func:`passnet.compilers.select_cudagraph`)."""
+        return []
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.config}

@@ -9,12 +9,15 @@ from typing import Any
 import torch
 
 from passnet.compilers._base import Compiler, register_compiler
+from passnet.compilers._cudagraph import select_cudagraph
+from passnet.record import CudaGraphDecision
 
 __all__ = [
     "CudaGraphs",
     "Eager",
     "Inductor",
     "InductorMaxAutotune",
+    "InductorSelectiveCudaGraphs",
     "compile_warm",
     "stop_compile_workers",
 ]
@@ -160,6 +163,51 @@ class InductorMaxAutotune(Inductor):
 
     mode = "max-autotune"
     default_compile_threads = None
+
+
+@register_compiler("inductor-scg")
+class InductorSelectiveCudaGraphs(Inductor):
+    """Inductor, and for every Dynamo graph a CUDA graph where replaying it measured faster
+    than launching its kernels (selective CUDA graphs; :func:`select_cudagraph`); CUDA only.
+
+    Each graph is compiled once (no warm second compile: the selection measures the very
+    program that is timed), launched and replayed on its own inputs, and the faster kept;
+    :meth:`cudagraph_decisions` says what was chosen and why. Config: Inductor options, and
+    ``cudagraph_calls`` (timed calls per variant, default 20).
+    """
+
+    requires_cuda = True
+
+    def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
+        self._decisions: list[CudaGraphDecision] = []
+        calls = int(self.config.get("cudagraph_calls", 20))
+        options = {
+            k: v
+            for k, v in self.config.items()
+            if k not in ("dynamic", "warm", "compile_threads", "cudagraph_calls")
+        }
+
+        def backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+            from torch._inductor import compile as inductor_compile
+
+            launched = inductor_compile(gm, inputs, options=options or None)
+            chosen, decision = select_cudagraph(
+                launched, inputs, name=f"graph {len(self._decisions)}", calls=calls
+            )
+            self._decisions.append(decision)
+            return chosen
+
+        return compile_warm(
+            module,
+            example_inputs,
+            warm=False,
+            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
+            backend=backend,
+            dynamic=self.config.get("dynamic", False),
+        )
+
+    def cudagraph_decisions(self) -> list[CudaGraphDecision]:
+        return list(getattr(self, "_decisions", []))
 
 
 @register_compiler("cudagraphs")

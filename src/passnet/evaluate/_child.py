@@ -244,7 +244,7 @@ def _evaluate(
     stage.enter("compile")
     compiler = create_compiler(req.compiler, **req.compiler_config)
     compiler.cache_prepared = req.prepared
-    if compiler.requires_cuda and not device.startswith("cuda"):
+    if compiler.needs_cuda(compiler.config) and not device.startswith("cuda"):
         raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
     if s.poison_allocator:
         _poison_free_memory(device)
@@ -257,6 +257,7 @@ def _evaluate(
         # Kept also when compiling fails: a pass mismatch's diagnostics live here.
         result["pass_report"] = _report(compiler)
         result["compile_cache"] = {"prepared": req.prepared, **cache_counters()}
+        result["cudagraphs"] = [dataclasses.asdict(d) for d in compiler.cudagraph_decisions()]
 
     stage.enter("eager")
     out_e, args_e = _call(module, inputs1, device)

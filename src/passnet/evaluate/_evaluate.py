@@ -178,6 +178,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "layout_fixed": res.get("layout_fixed"),
         "compile_cache": res.get("compile_cache"),
         "roofline": res.get("roofline"),
+        "cudagraphs": res.get("cudagraphs") or [],
         "integrity": res.get("integrity", []),
         "phases_s": {"process_start": outcome.started_s, **res.get("phases_s", {})},
         "finished_at": _now(),

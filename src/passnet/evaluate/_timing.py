@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from passnet.compilers import capture_graph
 from passnet.record import KernelProfile, KernelShare, Timing, TimingStats
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ __all__ = [
     "cuda_timer",
     "flushing",
     "l2_flusher",
-    "capture_graph",
     "measure_interleaved",
     "measure_replays",
     "profile_kernels",
@@ -83,22 +83,6 @@ def l2_flusher(device: str | torch.device) -> Callable[[], Any]:
     return buffer.zero_
 
 
-def capture_graph(fn: Callable[..., Any], args: list[Any]) -> torch.cuda.CUDAGraph:
-    """One call of ``fn(*args)`` captured as a CUDA graph (after three calls on a side
-    stream, as capture requires: lazy initialisation must not happen while capturing)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn(*args)
-    torch.cuda.synchronize()
-    return graph
-
-
 def measure_replays(
     fns: dict[str, tuple[Callable[..., Any], ArgsFactory]], *, warmup: int, trials: int, rounds: int
 ) -> dict[str, TimingStats | str]:
@@ -109,7 +93,7 @@ def measure_replays(
     out: dict[str, TimingStats | str] = {}
     for name, (fn, make_args) in fns.items():
         try:
-            graphs[name] = capture_graph(fn, make_args())
+            graphs[name], _ = capture_graph(fn, make_args())
         except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is a finding
             why = f"cannot capture the call as a CUDA graph: {type(exc).__name__}: {exc}"
             out[name] = why[:500]

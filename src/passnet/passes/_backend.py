@@ -11,26 +11,29 @@ They register through the ``passnet.compilers`` entry-point group (pyproject.tom
 third-party compiler would.
 
 Config: ``pass_dir`` (required), ``const_pass_dir`` (optional, trusted fixed
-passes applied first). :meth:`checked_call` turns on the dispatch guard.
+passes applied first), ``lean_launch`` (default true), ``cudagraphs`` (``off``, the
+default, or ``auto``: replay the rewritten program as a CUDA graph where that measured
+faster than launching it, :func:`~passnet.compilers.select_cudagraph`; CUDA only).
+:meth:`checked_call` turns on the dispatch guard.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from passnet.compilers import Compiler, compile_warm
+from passnet.compilers import Compiler, GraphedCall, compile_warm, select_cudagraph
 from passnet.errors import CompileError, CompilerConfigError, PassError
 from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
 from passnet.passes._opaque import make_opaque
 from passnet.passes.integrity import DispatchGuard, require_imported_packages
-from passnet.record import PassReport
+from passnet.record import CudaGraphDecision, PassReport
 from passnet.sample import trace_graph
 from passnet.task import read_manifest
 
@@ -45,12 +48,14 @@ class _PassCompiler(Compiler):
     inductor: ClassVar[bool] = False
     applies_passes = True
     # lean_launch: pass kernels on CUDA launch through passes/_launch.py (default true)
-    config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch"})
+    config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch", "cudagraphs"})
+    CUDAGRAPH_MODES = ("off", "auto")
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         """What makes a run of this compiler impossible, refused before anything runs:
-        unknown keys, ``lean_launch`` not a bool, no ``pass_dir``, a pass directory whose
+        unknown keys, ``lean_launch`` not a bool, ``cudagraphs`` not off or auto, no
+        ``pass_dir``, a pass directory whose
         manifest is missing or broken, and pass files that import a package this machine
         lacks (Triton). Reads files only; no pass code runs here. Whether the passes are
         honest is decided per graph, in the evaluation child."""
@@ -59,6 +64,12 @@ class _PassCompiler(Compiler):
             raise CompilerConfigError(
                 f"compiler {cls.name!r}: config lean_launch must be true or false, "
                 f"got {config['lean_launch']!r}",
+                compiler=cls.name,
+            )
+        if config.get("cudagraphs", "off") not in cls.CUDAGRAPH_MODES:
+            raise CompilerConfigError(
+                f"compiler {cls.name!r}: config cudagraphs must be one of "
+                f"{', '.join(cls.CUDAGRAPH_MODES)}, got {config['cudagraphs']!r}",
                 compiler=cls.name,
             )
         if not config.get("pass_dir"):
@@ -78,6 +89,10 @@ class _PassCompiler(Compiler):
                 }
                 require_imported_packages(sources)
 
+    @classmethod
+    def needs_cuda(cls, config: dict[str, Any]) -> bool:
+        return config.get("cudagraphs", "off") == "auto"
+
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)  # check_config: a pass_dir with a readable manifest
         self.guard = DispatchGuard()
@@ -85,6 +100,7 @@ class _PassCompiler(Compiler):
         self._report: PassReport | None = None
         self._keep_alive: list[Any] = []
         self._accelerated = False
+        self._decisions: list[CudaGraphDecision] = []
 
     def _load(self) -> PassManager:
         if self._manager is None:
@@ -133,6 +149,18 @@ class _PassCompiler(Compiler):
         # torch is rejected before anything is timed.
         with torch.no_grad(), self.guard.checking():
             compiled(*example_inputs)
+        if self.needs_cuda(self.config):
+            # Captured under the guard (a replay dispatches nothing, so the capture is where
+            # the replacements are checked); timed without it, as the timed calls run.
+            def graphed(fn: Callable[..., Any], inputs: Sequence[Any]) -> GraphedCall:
+                with torch.no_grad(), self.guard.checking():
+                    return GraphedCall(fn, inputs)
+
+            with torch.no_grad():
+                compiled, decision = select_cudagraph(
+                    compiled, example_inputs, name="rewritten graph", graphed=graphed
+                )
+            self._decisions.append(decision)
         return compiled
 
     @contextlib.contextmanager
@@ -142,6 +170,9 @@ class _PassCompiler(Compiler):
 
     def pass_report(self) -> PassReport | None:
         return self._report
+
+    def cudagraph_decisions(self) -> list[CudaGraphDecision]:
+        return list(self._decisions)
 
 
 class PassMgr(_PassCompiler):

@@ -23,6 +23,7 @@ from passnet.status import Status
 __all__ = [
     "SCHEMA_VERSION",
     "CompileCache",
+    "CudaGraphDecision",
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
@@ -197,6 +198,26 @@ class Roofline:
 
 
 @dataclass
+class CudaGraphDecision:
+    """Whether one graph (a Dynamo graph, or a pass-rewritten graph) is replayed as a CUDA
+    graph or launched as it is, and the measurements that decided it
+    (:func:`passnet.compilers.select_cudagraph`)."""
+
+    name: str
+    chosen: str
+    """``cudagraph`` or ``launch``."""
+    launch_ms: float
+    """Median host time of one synchronized call, launched."""
+    graph_ms: float | None = None
+    """The same, replayed (input copies included); None where it could not be captured."""
+    copy_bytes: int = 0
+    """Bytes each replay copies into the graph's static inputs."""
+    reason: str = ""
+    selection_s: float = 0.0
+    """Seconds the measuring (and capturing) took: the selection's cost."""
+
+
+@dataclass
 class CompileCache:
     """How the compiled program came to be: prepared ahead by a prepare worker (and then
     loaded from Inductor's caches here), and the FX-graph cache hits and misses of this
@@ -297,6 +318,9 @@ class EvalRecord:
     roofline: Roofline | None = None
     """The graph's hardware floor and the fraction of it each side reached (timed runs);
     None when untimed or not measured."""
+    cudagraphs: list[CudaGraphDecision] = field(default_factory=list)
+    """Per graph, whether it was replayed as a CUDA graph and why (``inductor-scg``, pass
+    compilers with ``cudagraphs=auto``); empty for compilers that do not choose."""
     compile_cache: CompileCache | None = None
     """Where the compiled program came from (see :class:`CompileCache`); None in records of
     older versions."""

@@ -108,8 +108,9 @@ def _settings_differences(found: dict[str, Any], wanted: dict[str, Any], device:
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
-def check_device(compiler: str, device: str) -> None:
-    """Refuse, before anything runs, a device this machine lacks or the compiler cannot use."""
+def check_device(compiler: str, device: str, config: dict[str, Any] | None = None) -> None:
+    """Refuse, before anything runs, a device this machine lacks or the compiler (so
+    configured) cannot use."""
     from passnet.compilers import COMPILERS
 
     if not _DEVICE.fullmatch(device):
@@ -122,9 +123,10 @@ def check_device(compiler: str, device: str) -> None:
             f"(torch {torch.__version__}, built with CUDA {torch.version.cuda or 'none'})",
             device=device,
         )
-    if getattr(COMPILERS.get(compiler), "requires_cuda", False) and not device.startswith("cuda"):
+    if COMPILERS.get(compiler).needs_cuda(config or {}) and not device.startswith("cuda"):
+        settings = " with " + ", ".join(f"{k}={v}" for k, v in config.items()) if config else ""
         raise DeviceUnavailable(
-            f"compiler {compiler!r} needs a CUDA device; run it with --device cuda",
+            f"compiler {compiler!r}{settings} needs a CUDA device; run it with --device cuda",
             device=device,
         )
 
@@ -229,7 +231,7 @@ def run_evaluations(
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
-    check_device(compiler, device)
+    check_device(compiler, device, compiler_config)
     problem = settings.device_problem(device)
     if problem is not None:
         raise DeviceUnavailable(problem, device=device)

@@ -1,0 +1,129 @@
+"""CUDA graphs where they pay, decided per graph from measurements (PyGraph's lesson).
+
+Replaying a CUDA graph removes the launch cost of every kernel of a call, but it costs
+something too: each call copies its inputs into the graph's static buffers (a GraphNet
+graph takes its weights as inputs, so that is every weight, every call), and a call
+that cannot be captured (CPU work, data-dependent control flow, unsupported ops) cannot
+be replayed at all. :func:`select_cudagraph` measures a compiled callable both ways on
+the graph's own inputs — launched as it is, and captured once and replayed with its
+inputs copied in — and keeps the faster, recording the decision and its numbers
+(:class:`~passnet.record.CudaGraphDecision`). It is what ``inductor-scg`` does for every
+Dynamo graph, and what the pass compilers do with ``cudagraphs=auto``.
+
+A graphed call returns the graph's static output buffers, as CUDA graph trees do: the
+next call overwrites them (the harness compares a call's outputs before the next call).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from passnet.errors import PassRejected
+from passnet.record import CudaGraphDecision
+
+__all__ = ["GraphedCall", "capture_graph", "select_cudagraph"]
+
+MARGIN = 0.03
+"""A graph is replayed only when replaying is at least this much faster (noise aside)."""
+
+
+def capture_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Any]:
+    """One call of ``fn(*args)`` captured as a CUDA graph, after three calls on a side
+    stream (lazy initialisation must not happen while capturing): ``(graph, outputs)``, the
+    outputs being the graph's static buffers."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = fn(*args)
+    torch.cuda.synchronize()
+    return graph, outputs
+
+
+class GraphedCall:
+    """``fn`` captured once on copies of ``example_inputs``; each call copies its tensor
+    inputs into those static buffers and replays. Non-tensor inputs must equal the
+    example's (they are baked into the graph)."""
+
+    def __init__(self, fn: Callable[..., Any], example_inputs: Sequence[Any]) -> None:
+        self.static = [x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs]
+        self.graph, self.outputs = capture_graph(fn, self.static)
+        self.copy_bytes = sum(
+            x.numel() * x.element_size() for x in self.static if isinstance(x, torch.Tensor)
+        )
+
+    def __call__(self, *inputs: Any) -> Any:
+        for buffer, value in zip(self.static, inputs):
+            if isinstance(buffer, torch.Tensor):
+                buffer.copy_(value)
+            elif buffer != value:
+                raise ValueError(
+                    f"a CUDA-graphed call got {value!r} where it was captured with {buffer!r}"
+                )
+        self.graph.replay()
+        return self.outputs
+
+
+def _median_ms(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*inputs)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def select_cudagraph(
+    fn: Callable[..., Any],
+    example_inputs: Sequence[Any],
+    *,
+    name: str = "",
+    calls: int = 20,
+    graphed: Callable[[Callable[..., Any], Sequence[Any]], Any] = GraphedCall,
+    timer: Callable[[Callable[..., Any], Sequence[Any], int], float] = _median_ms,
+) -> tuple[Callable[..., Any], CudaGraphDecision]:
+    """``fn`` or its CUDA-graphed form, whichever ran faster on ``example_inputs`` (host
+    clock around synchronized calls, median of ``calls`` after a warm-up), and why."""
+    started = time.perf_counter()
+    launch_ms = timer(fn, example_inputs, calls)
+    try:
+        replayed = graphed(fn, example_inputs)
+        replayed(*example_inputs)  # a warm-up replay: the first one pays for its setup
+        graph_ms = timer(replayed, example_inputs, calls)
+    except PassRejected:
+        raise  # a pass that misbehaves while captured is caught, never timed the other way
+    except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is the answer
+        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        decision = CudaGraphDecision(
+            name=name,
+            chosen="launch",
+            launch_ms=launch_ms,
+            reason=f"cannot be captured: {type(exc).__name__}: {exc}"[:300],
+            selection_s=time.perf_counter() - started,
+        )
+        return fn, decision
+    pays = graph_ms < launch_ms * (1 - MARGIN)
+    decision = CudaGraphDecision(
+        name=name,
+        chosen="cudagraph" if pays else "launch",
+        launch_ms=launch_ms,
+        graph_ms=graph_ms,
+        copy_bytes=int(getattr(replayed, "copy_bytes", 0)),
+        reason=(
+            f"replay {graph_ms:.4g} ms vs launch {launch_ms:.4g} ms"
+            + ("" if pays else f" (not {MARGIN:.0%} faster)")
+        ),
+        selection_s=time.perf_counter() - started,
+    )
+    return (replayed if pays else fn), decision
