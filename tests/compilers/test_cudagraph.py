@@ -152,6 +152,23 @@ def test_graphed_call_replays_with_new_inputs_copied_in() -> None:
 
 
 @pytest.mark.gpu
+def test_parameters_are_replayed_in_place_and_a_moved_one_re_records() -> None:
+    w = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
+    x = torch.randn(4, 32, device="cuda")
+    call = GraphedCall(lambda a, b: a @ b, [x, w])
+    assert call.copy_bytes == 4 * 32 * 4  # x only
+    decision = CudaGraphDecision(name="g", chosen="cudagraph", launch_ms=1.0)
+    call.decision = decision
+    with torch.no_grad():
+        w.mul_(2)  # updated in place: the replay reads it where it lives
+    torch.testing.assert_close(call(x, w), x @ w)
+    assert decision.rerecords == 0
+    w2 = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
+    torch.testing.assert_close(call(x, w2), x @ w2)
+    assert decision.rerecords == 1
+
+
+@pytest.mark.gpu
 def test_inductor_scg_on_cuda_decides_from_real_measurements() -> None:
     torch.manual_seed(0)
     module = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(8)]).cuda()

@@ -49,27 +49,53 @@ def capture_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Any
 
 
 class GraphedCall:
-    """``fn`` captured once on copies of ``example_inputs``; each call copies its tensor
-    inputs into those static buffers and replays. Non-tensor inputs must equal the
-    example's (they are baked into the graph)."""
+    """``fn`` captured once and replayed. Parameters (``nn.Parameter`` inputs, as Dynamo
+    passes a module's weights) are captured in place and never copied, as CUDA graph trees
+    treat them: a replay reads them where they live. Every other tensor input is captured
+    on a private copy, and each call copies its value in. A parameter given at a new
+    address re-records the graph (counted in the decision's ``rerecords``). Non-tensor inputs must equal
+    the example's (they are baked into the graph)."""
 
     def __init__(self, fn: Callable[..., Any], example_inputs: Sequence[Any]) -> None:
-        self.static = [x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs]
+        self.fn = fn
+        self.decision: CudaGraphDecision | None = None
+        """Set by :func:`select_cudagraph`: re-records are counted in it."""
+        self.static = [_static(x) for x in example_inputs]
         self.graph, self.outputs = capture_graph(fn, self.static)
         self.copy_bytes = sum(
-            x.numel() * x.element_size() for x in self.static if isinstance(x, torch.Tensor)
+            x.numel() * x.element_size()
+            for x in self.static
+            if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter)
         )
 
     def __call__(self, *inputs: Any) -> Any:
+        moved = False
         for buffer, value in zip(self.static, inputs):
-            if isinstance(buffer, torch.Tensor):
+            if isinstance(buffer, torch.nn.Parameter):
+                moved |= value.data_ptr() != buffer.data_ptr()
+            elif isinstance(buffer, torch.Tensor):
                 buffer.copy_(value)
             elif buffer != value:
                 raise ValueError(
                     f"a CUDA-graphed call got {value!r} where it was captured with {buffer!r}"
                 )
+        if moved:
+            if self.decision is not None:
+                self.decision.rerecords += 1
+            self.static = [
+                _static(v) if isinstance(b, torch.nn.Parameter) else b
+                for b, v in zip(self.static, inputs)
+            ]
+            self.graph, self.outputs = capture_graph(self.fn, self.static)
         self.graph.replay()
         return self.outputs
+
+
+def _static(x: Any) -> Any:
+    """The buffer a graph is captured on: a parameter itself, a copy of any other tensor."""
+    if isinstance(x, torch.nn.Parameter) or not isinstance(x, torch.Tensor):
+        return x
+    return x.clone()
 
 
 def _median_ms(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
@@ -126,4 +152,6 @@ def select_cudagraph(
         ),
         selection_s=time.perf_counter() - started,
     )
+    if pays and hasattr(replayed, "decision"):
+        replayed.decision = decision
     return (replayed if pays else fn), decision

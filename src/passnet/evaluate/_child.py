@@ -315,6 +315,7 @@ def _evaluate(
     else:
         first_failing = None
     _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
+    result["cudagraphs"] = [dataclasses.asdict(d) for d in compiler.cudagraph_decisions()]
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
         if s.roofline:

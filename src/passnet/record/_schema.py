@@ -211,7 +211,10 @@ class CudaGraphDecision:
     graph_ms: float | None = None
     """The same, replayed (input copies included); None where it could not be captured."""
     copy_bytes: int = 0
-    """Bytes each replay copies into the graph's static inputs."""
+    """Bytes each replay copies into the graph's static inputs (parameters are replayed in
+    place, not copied)."""
+    rerecords: int = 0
+    """Times the graph was captured again because a parameter moved (replayed graphs)."""
     reason: str = ""
     selection_s: float = 0.0
     """Seconds the measuring (and capturing) took: the selection's cost."""
