@@ -21,6 +21,7 @@ Hierarchy::
     │   ├── PassRejected        pass_rejected   an integrity rule was violated
     │   └── PassMismatch        pass_mismatch   no pass matched the graph
     ├── MissingDependency                       a package the work needs is not installed
+    ├── ChildStartError                         an isolated child process could not be started
     ├── InputFormatError                        a record / log / list file cannot be parsed
     ├── StoreError                              the result store is unusable
     └── DatasetError                            extraction, validation, decomposition, ...
@@ -33,6 +34,7 @@ from typing import Any
 from passnet.status import Status
 
 __all__ = [
+    "ChildStartError",
     "CompileError",
     "CompilerConfigError",
     "CompilerError",
@@ -143,6 +145,13 @@ class MissingDependency(PassnetError):
     """A package the work needs is not installed (context: ``package``, ``needed_by``, and
     ``install``, the command that installs it): an error of the environment, reported as
     such before any work starts, never as a finding about the user's files."""
+
+
+class ChildStartError(PassnetError):
+    """A child process for isolated work could not be started at all (the forkserver died,
+    or the modules a child needs fail to import): an error of the harness and its
+    environment, not of the sample the child was for. The message carries the cause found
+    (the failing import's exception and file); context: ``target``."""
 
 
 class InputFormatError(PassnetError):

@@ -1,4 +1,5 @@
-"""The dataset commands: extract, validate, hash, dedup, db — exit codes, outputs, resume."""
+"""The dataset commands: extract, validate, hash, dedup, db, decompose, motifs, generalize —
+exit codes, outputs, resume."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("command", ["extract", "validate", "hash", "dedup", "db"])
+@pytest.mark.parametrize(
+    "command", ["extract", "validate", "hash", "dedup", "db", "decompose", "motifs", "generalize"]
+)
 def test_every_command_has_help_with_examples(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -187,3 +190,63 @@ def test_db_query_on_a_missing_catalog_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         run("db", tmp_path / "nope.sqlite", "counts")
     assert not (tmp_path / "nope.sqlite").exists()
+
+
+def test_decompose_help_states_the_library_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from passnet.dataset import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT_S
+
+    with pytest.raises(SystemExit):
+        run("decompose", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {DEFAULT_TIMEOUT_S:.0f})" in text
+    assert f"(default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)" in text
+
+
+def test_decompose_chunks_under_a_root_then_motifs_then_classical(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    a = _copy(MLP, corpus / "family_a" / MLP.name)
+    b = _copy(MLP, corpus / "family_b" / MLP.name)
+    out = tmp_path / "sub"
+    code, text = run("decompose", a, "--out", out, "--kind", "single-op", "--root", corpus)
+    assert code == 0 and "1 of 1 samples ok" in text
+    code, text = run("decompose", b, "--out", out, "--kind", "single-op")  # root from OUT
+    assert code == 0
+    assert (out / "family_a" / MLP.name / "single-op").is_dir()
+    assert (out / "family_b" / MLP.name / "single-op").is_dir()
+    code, text = run("motifs", out / "decompose.jsonl", "--out", tmp_path / "motifs.json")
+    assert code == 0 and "from 2 samples" in text
+    table = json.loads((tmp_path / "motifs.json").read_text())
+    assert table["symbols"] and table["sequences"] == sorted([str(a), str(b)])
+    code, text = run(
+        "decompose",
+        corpus,
+        "--out",
+        tmp_path / "classical",
+        "--kind",
+        "classical",
+        "--motifs",
+        tmp_path / "motifs.json",
+        "--min-ops",
+        "2",
+    )
+    assert code == 0, text
+    assert list((tmp_path / "classical" / "family_a" / MLP.name / "classical").iterdir())
+
+
+def test_generalize_records_variants_in_the_catalog(tmp_path: Path) -> None:
+    code, _ = run("decompose", MLP, "--out", tmp_path / "sub", "--kind", "single-op")
+    assert code == 0
+    code, text = run(
+        "generalize",
+        tmp_path / "sub",
+        "--out",
+        tmp_path / "var",
+        "--dtypes",
+        "float16",
+        "--no-shapes",
+        "--catalog",
+        tmp_path / "catalog.sqlite",
+    )
+    assert code == 0, text
+    with Catalog(tmp_path / "catalog.sqlite") as catalog:
+        assert dict(catalog.counts("kind")) == {"variant": 3}

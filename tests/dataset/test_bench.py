@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from passnet.dataset import decompose_samples, generalize_samples
 from passnet.dataset._bench import build_bench, shape_bucket
@@ -121,14 +122,115 @@ def test_stride_keeps_every_sigma_th_subgraph_of_a_sequence(
     assert len(thin.tasks) < len(full.tasks)  # sequences with fewer than σ subgraphs may keep none
 
 
-def test_catalog_records_tasks(subgraphs: Path, tmp_path: Path) -> None:
+def test_catalog_records_tasks_with_their_source_samples_and_kinds(
+    subgraphs: Path, tmp_path: Path
+) -> None:
     from passnet.dataset import Catalog
 
     with Catalog(tmp_path / "catalog.sqlite") as catalog:
         result = build_bench(subgraphs, tmp_path / "bench", kinds=["fusible"], catalog=catalog)
         tasks = catalog.tasks()
+        kinds = {r.kind for r in catalog.samples()}
+        counts = dict(catalog.counts("kind"))
     assert sorted(t.name for t in tasks) == sorted(t.name for t in result.tasks)
     assert all(t.split in ("train", "eval") and t.samples for t in tasks)
+    # A task's graphs are copies of subgraphs and variants: those are its samples, with
+    # their own kinds; no copy is counted as a whole graph.
+    assert kinds == {"fusible", "variant"} and "graph" not in counts
+    n_graphs = sum(len(t.graphs) for t in result.tasks)
+    assert sum(counts.values()) == n_graphs
+    by_name = {t.name: t for t in result.tasks}
+    for t in tasks:
+        sources = sorted(g["source"] for g in by_name[t.name].graphs)
+        assert sorted(str(Path(s)) for s in t.samples) == sorted(
+            str(Path(s).resolve()) for s in sources
+        )
+        assert [g["path"] for g in t.extra["graphs"]] == [g["path"] for g in by_name[t.name].graphs]
+
+
+def test_generalize_catalogues_its_variants(tmp_path: Path) -> None:
+    from passnet.dataset import Catalog
+
+    decompose_samples([MLP], tmp_path / "dec", ["single-op"])
+    with Catalog(tmp_path / "catalog.sqlite") as catalog:
+        results = generalize_samples(
+            [tmp_path / "dec"],
+            tmp_path / "var",
+            dtypes=["float16"],
+            shape_factors=[],
+            catalog=catalog,
+        )
+        variants = catalog.samples(kind="variant")
+    written = [v for r in results for v in r.variants if v.status.value == "written"]
+    assert written and len(variants) == len(written)
+    assert all(v.provenance["generalization"]["dtype"] == "float16" for v in variants)
+
+
+def test_graphs_are_filed_under_their_declared_dtype_or_most_of_their_bytes(tmp_path: Path) -> None:
+    from passnet.dataset._bench import graph_dtype
+    from passnet.sample import TensorMeta, write_sample
+
+    source = "import torch\n\nclass GraphModule(torch.nn.Module):\n    def forward(self, {}):\n        return ({},)\n"
+
+    def sample(name: str, metas: list[TensorMeta], graph_net: dict | None = None) -> Path:
+        params = ", ".join(f"{m.name}: torch.Tensor" for m in metas)
+        body = " + ".join(f"{m.name}.sum()" for m in metas) or "torch.arange(4) + 0.5"
+        return write_sample(
+            tmp_path / name, source.format(params, body), metas, graph_net=graph_net
+        )
+
+    momentum = TensorMeta("L_momentum_", [], torch.float64, data=[0.1])
+    stats = TensorMeta("L_running_mean_", [64], torch.float32, mean=0.0, std=1.0)
+    half = TensorMeta("L_x_", [8, 64, 16, 16], torch.float16, mean=0.0, std=1.0)
+    full = TensorMeta("L_x_", [8, 64, 16, 16], torch.float32, mean=0.0, std=1.0)
+    # a 0-dim float64 momentum first, then float32 activations: float32 (yolo11n-cls)
+    assert graph_dtype(load_sample(sample("yolo", [momentum, full]))) == "float32"
+    # float32 running statistics first, float16 activations: float16 (a batch-norm variant)
+    assert graph_dtype(load_sample(sample("bn", [stats, half]))) == "float16"
+    declared = sample("declared", [stats, full], {"generalization": {"dtype": "bfloat16"}})
+    assert graph_dtype(load_sample(declared)) == "bfloat16"
+    cast = sample("cast", [stats, full], {"dtype_generalization": {"dtype": "torch.float16"}})
+    assert graph_dtype(load_sample(cast)) == "float16"
+    ints = TensorMeta("L_ids_", [2, 7], torch.int64, data=list(range(14)))
+    assert graph_dtype(load_sample(sample("ids", [ints]))) == "int64"
+    assert graph_dtype(load_sample(sample("constant", []))) is None
+
+
+def test_input_less_graphs_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    from passnet.sample import write_sample
+
+    constant = write_sample(
+        tmp_path / "in" / "arange",
+        "import torch\n\nclass GraphModule(torch.nn.Module):\n    def forward(self):\n"
+        "        return (torch.arange(4) + 0.5,)\n",
+        [],
+    )
+    result = build_bench([tmp_path / "in"], tmp_path / "bench")
+    assert result.tasks == []
+    assert result.skipped == [
+        {
+            "path": str(constant),
+            "reason": "no tensor inputs: a constant computation (nothing for a pass to rewrite "
+            "at run time)",
+        }
+    ]
+    assert not (tmp_path / "bench" / "train").exists()
+
+
+def test_a_float16_batch_norm_variant_is_a_float16_graph(tmp_path: Path) -> None:
+    decompose_samples([BASELINE3D], tmp_path / "dec", ["single-op"])
+    norms = [
+        p
+        for p in find_samples([tmp_path / "dec"])
+        if load_sample(p).graph_net["subgraph"]["op_sequence"] == ["F.batch_norm"]
+    ]
+    generalize_samples(norms[:1], tmp_path / "var", dtypes=["float16"], shape_factors=[])
+    (variant,) = find_samples([tmp_path / "var"])
+    sample = load_sample(variant)
+    assert sample.graph_net["generalization"]["protected_float32"]  # statistics stay float32
+    result = build_bench([norms[0], variant], tmp_path / "bench", eval_fraction=0.0)
+    (task,) = result.tasks
+    assert sorted(g["path"].split("/")[1] for g in task.graphs) == ["float16", "float32"]
 
 
 def test_bad_options_and_a_non_empty_output_are_refused(subgraphs: Path, tmp_path: Path) -> None:

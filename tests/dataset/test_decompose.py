@@ -244,18 +244,22 @@ def test_batch_decomposition_resumes_and_carries_on(
     out = tmp_path / "out"
     first = decompose_samples([bad, good], out, ["single-op", "classical"])
     assert [r.status for r in first] == ["error", "ok"]
-    assert (out / "toy" / "single-op").is_dir() and (out / "folding.json").is_file()
+    assert [r.name for r in first] == ["bad", "toy"]
+    assert (out / "toy" / "single-op").is_dir()
     calls = []
     import passnet.dataset._decompose as decompose_module
 
-    original = decompose_module.decompose_sample
+    original = decompose_module._decompose_isolated
     monkeypatch.setattr(
-        decompose_module, "decompose_sample", lambda *a, **k: calls.append(a) or original(*a, **k)
+        decompose_module,
+        "_decompose_isolated",
+        lambda *a, **k: calls.append(a) or original(*a, **k),
     )
     again = decompose_samples([bad, good], out, ["single-op", "classical"])
     assert calls == [] and [r.to_dict() for r in again] == [r.to_dict() for r in first]
     assert len(read_decompose_manifest(out / "decompose.jsonl")) == 2
-    json.loads((out / "folding.json").read_text())
+    retried = decompose_samples([bad, good], out, ["single-op", "classical"], retry_failed=True)
+    assert len(calls) == 1 and retried[0].status == "error"  # only the failed sample again
 
 
 def test_kind_names_accept_both_spellings() -> None:

@@ -52,6 +52,20 @@ def test_view_sizes_follow_the_dimension_that_changed() -> None:
         _new_view_sizes([4, 4], [16], [64], {})
 
 
+def test_a_flattened_square_grid_viewed_back_follows_its_symbol_on_both_sides() -> None:
+    # S x S tokens viewed as (S, S): both sizes are the symbol's value
+    assert _new_view_sizes([1, 3, 4, 4], [1, 3, 16], [1, 3, 64], {4: 8}) == [1, 3, 8, 8]
+    # CoaT: a 224 x 224 image, a stride-4 patch embedding, 3136 tokens viewed as 56 x 56
+    assert _new_view_sizes([1, 152, 56, 56], [1, 152, 3136], [1, 152, 12544], {224: 448}) == [
+        1,
+        152,
+        112,
+        112,
+    ]
+    with pytest.raises(GeneralizeError, match="which of the sizes"):  # 2 x 8: no square
+        _new_view_sizes([1, 3, 2, 8], [1, 3, 16], [1, 3, 64], {4: 8})
+
+
 def test_expand_and_slices_follow_their_input() -> None:
     assert _new_expand_sizes([1, 1, 11, 11], [1, 1, 1, 11], [2, 1, 1, 22], {1: 2, 11: 22}) == [
         2,
@@ -250,9 +264,11 @@ def test_a_broken_sample_is_an_error_result(tmp_path: Path) -> None:
 
 def test_symbolic_dims_of_intermediates_follow_the_declared_symbols() -> None:
     dims = infer_symbolic_dims(trace_parent(BERT))
-    assert dims["expand"] == ["S0", 1, "S1", "S1"]
-    assert dims["linear"] == ["S0", "S1", 128]
-    assert dims["transpose"] == ["S0", 2, "S1", 64]
+    assert dims.shape("expand") == ["S0", 1, "S1", "S1"]
+    assert dims.shape("linear") == ["S0", "S1", 128]
+    assert dims.shape("transpose") == ["S0", 2, "S1", 64]
+    assert dims.shape("linear", ["S0"]) == ["S0", 11, 128]  # S1 left out: its example value
+    assert not dims.failures
 
 
 def test_decomposed_subgraphs_generalize_through_their_constraints(tmp_path: Path) -> None:

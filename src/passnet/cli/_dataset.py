@@ -1,5 +1,5 @@
-"""``passnet extract | validate | hash | dedup | db | decompose | generalize | bench build``:
-thin commands over :mod:`passnet.dataset`, in pipeline order."""
+"""``passnet extract | validate | hash | dedup | db | decompose | motifs | generalize | bench
+build``: thin commands over :mod:`passnet.dataset`, in pipeline order."""
 
 from __future__ import annotations
 
@@ -74,10 +74,26 @@ examples:
   passnet decompose samples/ --out subgraphs --kind classical --min-ops 4 --max-ops 62
   passnet decompose samples/ --out subgraphs --kind fusible --method every-prefix   # slow reference
   passnet decompose samples/ --out subgraphs --catalog catalog.sqlite
-Writes OUT/<sample>/<kind>/<start>-<stop>/ (GraphNet samples; provenance in graph_net.json)
-and OUT/decompose.jsonl (one record per sample). Re-running resumes: samples already
-recorded there are skipped (--no-resume redoes them). Classical motifs are folded over
-all given samples together (OUT/folding.json).
+  passnet decompose corpus/mmseg --out subgraphs --root corpus    # a chunk of a corpus
+  passnet motifs subgraphs/decompose.jsonl --out motifs.json      # fold the corpus's op sequences
+  passnet decompose corpus/ --out classical --kind classical --motifs motifs.json
+Writes OUT/<name>/<kind>/<start>-<stop>/ (GraphNet samples; provenance in graph_net.json),
+<name> being the sample's path relative to --root (default: the root OUT's records name,
+else the common folder of the samples' parents), and OUT/decompose.jsonl (one record per
+sample). Each sample runs in its own process, stopped after --timeout seconds and limited to
+--memory-limit-gb: a crash, hang or out-of-memory is that sample's status. Re-running
+resumes: samples already recorded there are skipped (--retry-failed redoes those that did
+not end ok, --no-resume all). The classical kind folds each sample alone, or applies the
+motif table --motifs (the same in every chunk).
+"""
+
+MOTIFS_EXAMPLES = """\
+examples:
+  passnet motifs subgraphs/decompose.jsonl --out motifs.json
+  passnet motifs chunk1/decompose.jsonl chunk2/decompose.jsonl --out motifs.json --max-ops 62
+Folds the op sequences recorded by decompose (every sample once) into one table of motifs
+(recursive folding, like byte-pair encoding); decompose --kind classical --motifs TABLE
+writes their occurrences in each sample.
 """
 
 GENERALIZE_EXAMPLES = """\
@@ -85,8 +101,10 @@ examples:
   passnet generalize subgraphs/ --out variants
   passnet generalize samples/bert --out variants --dtypes float16 --shape-factors 2 4 8
   passnet generalize subgraphs/ --out variants --no-shapes --device cuda
-Writes OUT/<sample>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
-outputs, and OUT/generalize.jsonl; failing variants are listed with the reason.
+  passnet generalize subgraphs/mmseg --out variants --root subgraphs --catalog catalog.sqlite
+Writes OUT/<name>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
+outputs (<name>: the sample's path relative to --root, as for decompose), and
+OUT/generalize.jsonl; failing variants are listed with the reason.
 """
 
 BENCH_EXAMPLES = """\
@@ -397,7 +415,7 @@ def _cmd_db_find(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
-    from passnet.dataset import SubgraphKind, SubgraphStatus, decompose_samples
+    from passnet.dataset import DecomposeStatus, SubgraphKind, SubgraphStatus, decompose_samples
 
     kinds = [SubgraphKind.parse(k) for k in args.kind]
     bounds = None
@@ -416,9 +434,19 @@ def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
             args.paths,
             args.out,
             kinds,
+            root=args.root,
+            motifs=args.motifs,
             resume=not args.no_resume,
+            retry_failed=args.retry_failed,
             progress=console.is_terminal,
             catalog=catalog,
+            jobs=args.jobs,
+            **({"timeout_s": args.timeout} if args.timeout is not None else {}),
+            **(
+                {"memory_limit_gb": args.memory_limit_gb or None}
+                if args.memory_limit_gb is not None
+                else {}
+            ),
             op_bounds=bounds,
             method=args.method,
             device=args.device,
@@ -429,34 +457,59 @@ def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
     for k in kinds:
         table.add_row(k.value, *[str(counts[(k.value, s)]) for s in SubgraphStatus])
     console.print(table)
-    failed = [res for res in results if res.status != "ok"]
+    failed = [res for res in results if res.status != DecomposeStatus.OK.value]
     for res in failed:
         for e in res.errors:
             where = ", ".join(f"{k}={v}" for k, v in e.context.items())
             console.print(
-                f"[red]{e.stage}[/red] {escape(res.sample)}: {escape(e.message)} [{escape(where)}]"
+                f"[red]{res.status}[/red] {escape(res.sample)} ({e.stage}): "
+                f"{escape(e.message)} [{escape(where)}]"
             )
+    lost = [res for res in results if res.symbols_unknown]
+    for res in lost:
+        written = res.count(status=SubgraphStatus.WRITTEN)
+        why = "; ".join(f"{s}: {r}" for s, r in sorted(res.symbols_lost.items()))
+        console.print(
+            f"[yellow]symbols lost[/yellow] {escape(res.name or res.sample)}: "
+            f"{res.symbols_unknown} of {written} written subgraphs ({escape(why)})"
+        )
+    statuses = Counter(res.status for res in results)
     console.print(
-        f"decompose: {len(results) - len(failed)} of {len(results)} samples without errors; "
-        f"records in {args.out}/decompose.jsonl"
+        f"decompose: {statuses[DecomposeStatus.OK.value]} of {len(results)} samples ok"
+        + "".join(f", {n} {s}" for s, n in sorted(statuses.items()) if s != "ok")
+        + f"; {len(lost)} with symbolic dims lost; records in {args.out}/decompose.jsonl"
     )
     return 1 if failed else 0
+
+
+def _cmd_motifs(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import build_motif_table
+
+    table = build_motif_table(args.records, max_ops=args.max_ops, min_count=args.min_count)
+    Path(args.out).write_text(table.to_json() + "\n")
+    console.print(
+        f"{len(table.symbols)} motifs folded from {len(table.sequence_ids)} samples: {args.out}"
+    )
+    return 0
 
 
 def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import VariantStatus, generalize_samples
 
-    results = generalize_samples(
-        args.paths,
-        args.out,
-        resume=not args.no_resume,
-        progress=console.is_terminal,
-        dtypes=args.dtypes,
-        shape_factors=[] if args.no_shapes else args.shape_factors,
-        cross=not args.no_cross,
-        device=args.device,
-        seed=args.seed,
-    )
+    with _catalog(args.catalog) as catalog:
+        results = generalize_samples(
+            args.paths,
+            args.out,
+            root=args.root,
+            resume=not args.no_resume,
+            progress=console.is_terminal,
+            catalog=catalog,
+            dtypes=args.dtypes,
+            shape_factors=[] if args.no_shapes else args.shape_factors,
+            cross=not args.no_cross,
+            device=args.device,
+            seed=args.seed,
+        )
     table = Table("sample", "symbols", "written", "failed")
     for res in results:
         written = sum(v.status is VariantStatus.WRITTEN for v in res.variants)
@@ -514,7 +567,7 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
 
 def add_commands(subparsers: Any) -> None:
     """Register ``extract``, ``validate``, ``hash``, ``dedup``, ``db``, ``decompose``,
-    ``generalize`` and ``bench build``."""
+    ``motifs``, ``generalize`` and ``bench build``."""
     fmt = argparse.RawDescriptionHelpFormatter
     paths_help = "sample folder, folder searched for samples, or a text file listing samples"
 
@@ -645,9 +698,57 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs (default: 0)")
     p.add_argument("--catalog", help="record subgraphs (parent, range) in this SQLite catalog")
     p.add_argument(
+        "--root",
+        help="name each sample's output folder by its path relative to ROOT (default: the "
+        "root OUT's records name, else the common folder of the samples' parents)",
+    )
+    p.add_argument(
+        "--motifs",
+        help="classical kind: occurrences of this motif table's motifs (passnet motifs) "
+        "instead of the sample's own repeats",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="samples decomposed at once, each child with its share of the cores (default: 1)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per sample before it is stopped (default: 900)",
+    )
+    p.add_argument(
+        "--memory-limit-gb",
+        type=float,
+        default=None,
+        help="data memory per sample; beyond it the sample ends out_of_memory "
+        "(default: 8; 0: no limit)",
+    )
+    p.add_argument(
         "--no-resume", action="store_true", help="redo samples already in decompose.jsonl"
     )
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="redo the samples recorded with a status other than ok",
+    )
     p.set_defaults(func=_cmd_decompose)
+
+    p = subparsers.add_parser(
+        "motifs",
+        help="fold the op sequences of decompose records into a motif table",
+        epilog=MOTIFS_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("records", metavar="DECOMPOSE.jsonl", nargs="+", help="decompose records")
+    p.add_argument("--out", required=True, help="motif table to write (JSON)")
+    p.add_argument("--max-ops", type=int, default=62, help="most operators per motif (default: 62)")
+    p.add_argument(
+        "--min-count", type=int, default=2, help="fewest occurrences of a motif (default: 2)"
+    )
+    p.set_defaults(func=_cmd_motifs)
 
     p = subparsers.add_parser(
         "generalize",
@@ -677,6 +778,11 @@ def add_commands(subparsers: Any) -> None:
         "--device", default="cpu", help="device the variants are validated on (default: cpu)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs (default: 0)")
+    p.add_argument(
+        "--root",
+        help="name each sample's output folder by its path relative to ROOT (as decompose)",
+    )
+    p.add_argument("--catalog", help="record the written variants in this SQLite catalog")
     p.add_argument(
         "--no-resume", action="store_true", help="redo samples already in generalize.jsonl"
     )

@@ -5,8 +5,11 @@ Following PassNet appendix B:
 1. **Bucketing.** Each subgraph gets three keys: its exact operator sequence (from
    its ``graph_net.json`` provenance, so dtype variants keep their origin's
    sequence; traced otherwise), its input shape bucket — ``⌊log2(d)/4⌋`` for every
-   dimension d of every input (0 for d ≤ 1) — and its dtype (of the first
-   floating-point input). Subgraphs with the same canonical graph hash are one.
+   dimension d of every input (0 for d ≤ 1) — and its dtype (:func:`graph_dtype`: the
+   dtype variant it declares, else the floating dtype holding most of its input
+   bytes, 0-dim scalars aside). Subgraphs with the same canonical graph hash are one;
+   a graph without tensor inputs (``arange(n) + 0.5``: a constant, nothing for a pass
+   to rewrite at run time) is left out, with the reason, in ``skipped``.
 2. **Stratified sampling.** Within one operator sequence, subgraphs are sorted by
    (shape bucket, dtype, hash) and every σ-th is kept, from a seeded offset.
 3. **Aggregation.** One task per operator sequence, holding one representative
@@ -39,13 +42,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from passnet.dataset._catalog import sample_kind, sample_provenance
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
 from passnet.task import TaskGraph, write_task
 
-__all__ = ["BenchGraph", "BenchResult", "BenchTask", "build_bench", "shape_bucket"]
+__all__ = [
+    "BenchGraph",
+    "BenchResult",
+    "BenchTask",
+    "build_bench",
+    "graph_dtype",
+    "shape_bucket",
+]
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +140,56 @@ def _op_sequence(sample: Sample) -> tuple[str, ...]:
     return tuple(trace_parent(sample).op_sequence)
 
 
+def _short_dtype(dtype: Any) -> str:
+    return dtype_to_str(dtype).removeprefix("torch.")
+
+
+def graph_dtype(sample: Sample) -> str | None:
+    """The dtype a graph is filed under (``float16``, ``float32``, ...); None without
+    tensor inputs.
+
+    A dtype variant says what it is: ``graph_net.json`` ``generalization.dtype``
+    (``passnet generalize``) or ``dtype_generalization.dtype`` (``cast_sample``). Other
+    graphs take the floating dtype that holds most of their input bytes, 0-dim scalars
+    aside: a float16 batch norm keeps float32 running statistics and a float64 momentum,
+    and is still a float16 graph. A graph without floating inputs takes its integer dtype
+    the same way.
+    """
+    for key in ("generalization", "dtype_generalization"):
+        declared = sample.graph_net.get(key)
+        if isinstance(declared, dict) and declared.get("dtype"):
+            return str(declared["dtype"]).removeprefix("torch.")
+    tensors = [sample.metas[n] for n in sample.param_names if not sample.is_symint(n)]
+    if not tensors:
+        return None
+    for pool in (
+        [m for m in tensors if m.dtype.is_floating_point and m.shape],
+        [m for m in tensors if m.dtype.is_floating_point],
+        [m for m in tensors if m.shape],
+        tensors,
+    ):
+        if pool:
+            weight: dict[str, int] = {}
+            for m in pool:
+                key = _short_dtype(m.dtype)
+                weight[key] = weight.get(key, 0) + max(m.numel, 1) * m.dtype.itemsize
+            # most bytes first; ties by name, so the choice never depends on input order
+            return min(weight, key=lambda k: (-weight[k], k))
+    return None
+
+
+class _NoInputs(Exception):
+    """A graph without tensor inputs (left out of the benchmark)."""
+
+
 def _describe(path: Path) -> BenchGraph:
     sample = load_sample(path)
     tensors = [sample.metas[n] for n in sample.param_names if not sample.is_symint(n)]
-    floats = [m for m in tensors if m.dtype.is_floating_point]
-    dtype_meta = floats[0] if floats else (tensors[0] if tensors else None)
-    dtype = dtype_to_str(dtype_meta.dtype).removeprefix("torch.") if dtype_meta else "none"
+    dtype = graph_dtype(sample)
+    if dtype is None:
+        raise _NoInputs(
+            "no tensor inputs: a constant computation (nothing for a pass to rewrite at run time)"
+        )
     provenance = sample.graph_net.get("subgraph")
     kind = str(provenance.get("kind", "graph")) if isinstance(provenance, dict) else "graph"
     return BenchGraph(
@@ -184,6 +239,38 @@ def _write_task(task_dir: Path, task: BenchTask) -> None:
     write_task(task_dir, graphs, name=task.name, metadata=metadata)
 
 
+def _record_task(catalog: Any, out: Path, task: BenchTask, seed: int, stride: int) -> None:
+    """Record a task and its graphs. A task's graph is a copy of a subgraph or variant: the
+    task's samples are those sources, each recorded with its own kind (``fusible``,
+    ``variant``, ...), and the copies' paths in the task are in ``extra["graphs"]``."""
+    sources = []
+    for g in task.graphs:
+        source = Path(g["source"])
+        if not catalog.has_sample(source):
+            sample = load_sample(source)
+            catalog.add_sample(
+                source,
+                kind=sample_kind(sample),
+                provenance=sample_provenance(sample),
+                sample=sample,
+            )
+        sources.append(source)
+    catalog.add_task(
+        task.name,
+        samples=sources,
+        path=out / task.split / task.name,
+        kind=task.kind,
+        split=task.split,
+        ops=task.op_sequence,
+        dtypes=sorted({g["dtype"] for g in task.graphs}),
+        extra={
+            "seed": seed,
+            "stride": stride,
+            "graphs": [{"path": g["path"], "source": g["source"]} for g in task.graphs],
+        },
+    )
+
+
 def build_bench(
     paths: str | Path | Iterable[str | Path],
     out_dir: str | Path,
@@ -204,8 +291,9 @@ def build_bench(
     sequences held out for ``eval``. ``kinds`` keeps only subgraphs of those kinds
     (``fusible``, ``classical``, ``single-op``; ``graph`` for whole graphs), as told
     by their ``graph_net.json``. ``out_dir`` must be absent or empty unless
-    ``overwrite``. Unreadable samples are listed in ``skipped`` with the reason.
-    ``catalog``: a :class:`~passnet.dataset.Catalog` to record each task in.
+    ``overwrite``. Unreadable samples, and graphs without tensor inputs, are listed in
+    ``skipped`` with the reason. ``catalog``: a :class:`~passnet.dataset.Catalog` to record
+    each task in, with its source samples (see :func:`_record_task`).
     """
 
     if stride < 1:
@@ -228,6 +316,8 @@ def build_bench(
                 described = _describe(path)
                 if wanted is None or described.kind in wanted:
                     graphs.append(described)
+            except _NoInputs as exc:
+                result.skipped.append({"path": str(path), "reason": str(exc)})
             except (PassnetError, RuntimeError, ValueError, KeyError) as exc:
                 result.skipped.append({"path": str(path), "reason": str(exc)})
                 log.info("bench: skipping %s: %s", path, exc)
@@ -284,16 +374,7 @@ def build_bench(
         result.tasks.append(task)
         if catalog is not None:
             try:
-                catalog.add_task(
-                    task.name,
-                    samples=[out / task.split / task.name / g["path"] for g in task.graphs],
-                    path=out / task.split / task.name,
-                    kind=task.kind,
-                    split=task.split,
-                    ops=task.op_sequence,
-                    dtypes=sorted({g["dtype"] for g in task.graphs}),
-                    extra={"seed": seed, "stride": stride},
-                )
+                _record_task(catalog, out, task, seed, stride)
             except PassnetError as exc:
                 log.warning("catalog: cannot record task %s: %s", task.name, exc)
     (out / "manifest.json").write_text(

@@ -26,7 +26,15 @@ from passnet.dataset._hash import CanonicalGraph, canonical_graph
 from passnet.errors import StoreError
 from passnet.sample import Sample, load_sample
 
-__all__ = ["CATALOG_SCHEMA_VERSION", "COUNT_KEYS", "Catalog", "SampleRecord", "TaskRecord"]
+__all__ = [
+    "CATALOG_SCHEMA_VERSION",
+    "COUNT_KEYS",
+    "Catalog",
+    "SampleRecord",
+    "TaskRecord",
+    "sample_kind",
+    "sample_provenance",
+]
 
 CATALOG_SCHEMA_VERSION = 1
 COUNT_KEYS = ("source", "kind", "op_count", "validation", "model")
@@ -124,6 +132,32 @@ class TaskRecord:
     dtypes: list[str] | None
     extra: dict[str, Any]
     samples: list[str]
+
+
+_VARIANT_KEYS = ("generalization", "dtype_generalization")
+
+
+def sample_kind(sample: Sample) -> str:
+    """The catalog kind of a sample, from its ``graph_net.json``: ``variant`` for a dtype or
+    shape variant (``generalization`` / ``dtype_generalization``), the subgraph kind
+    (``fusible``, ``classical``, ``single-op``, ``pass-site``) for a subgraph, else
+    ``graph``."""
+    if any(isinstance(sample.graph_net.get(k), dict) for k in _VARIANT_KEYS):
+        return "variant"
+    subgraph = sample.graph_net.get("subgraph")
+    if isinstance(subgraph, dict) and subgraph.get("kind"):
+        return str(subgraph["kind"])
+    return "graph"
+
+
+def sample_provenance(sample: Sample) -> dict[str, Any]:
+    """What a sample records about where it came from (``subgraph`` and variant provenance
+    of its ``graph_net.json``)."""
+    return {
+        k: sample.graph_net[k]
+        for k in ("subgraph", *_VARIANT_KEYS)
+        if isinstance(sample.graph_net.get(k), dict)
+    }
 
 
 def _now() -> str:

@@ -6,39 +6,51 @@ For each kind, candidate op ranges come from:
   back to FX nodes, or the every-prefix reference): spans of 2..35 operators that
   contain a kernel that fuses (Inductor-generated code, or an extern call that
   replaced several operators, such as attention);
-* ``classical`` — :mod:`~passnet.dataset._fold` (recursive folding over a corpus):
-  occurrences of folded motifs of 4..62 operators;
+* ``classical`` — :mod:`~passnet.dataset._fold` (recursive folding): occurrences of
+  folded motifs of 4..62 operators, from the sample's own folding or from a fixed
+  motif table (a ``folding.json`` of a corpus), never from whichever other samples
+  share the batch;
 * ``single-op`` — every unit (an operator with the ``getitem`` nodes that unpack
   its tuple output; metadata nodes such as ``size()`` are recomputed where used),
   except constant producers, which have no input.
 
-Every candidate is extracted (:mod:`~passnet.dataset._subgraph`), run on the
-parent's values at its cut and compared with the parent (it must reproduce them),
-written in the GraphNet layout with provenance in ``graph_net.json``, reloaded
-and run on replayed inputs. Within one sample and kind, a subgraph whose
-canonical hash was already written is a duplicate and is not kept. Every
-candidate ends as a :class:`SubgraphRecord` (written / duplicate / skipped /
-failed, with the reason).
+Every candidate is extracted (:mod:`~passnet.dataset._subgraph`) and given its
+canonical hash; within one sample and kind, the first candidate of each hash is run
+on the parent's values at its cut and compared with the parent (one lockstep run of
+the parent serves every kind), written in the GraphNet layout with provenance in
+``graph_net.json``, reloaded and run on replayed inputs; the others with that hash
+are duplicates of it (if it fails, the next one is tried). Every candidate ends as a
+:class:`SubgraphRecord` (written / duplicate / skipped / failed, with the reason).
+
+A batch (:func:`decompose_samples`) runs each sample in its own child process
+(:func:`passnet.evaluate.run_isolated`) with a time limit and a memory limit: a
+sample that crashes, hangs or runs out of memory ends as that sample's record.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import os
+import resource
 import shutil
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import sympy
 import torch
 
-from passnet.dataset._fold import Folding, fold_sequences, motif_occurrences
+from passnet.dataset._fold import Folding, apply_folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
-from passnet.dataset._generalize import infer_symbolic_dims
+from passnet.dataset._generalize import SymbolicDims, infer_symbolic_dims
+from passnet.dataset._layout import resolve_root, sample_names
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import (
@@ -48,7 +60,6 @@ from passnet.dataset._subgraph import (
     SubgraphError,
     canonical_hash,
     extract_subgraph,
-    sample_names,
     tensor_meta_from_value,
     trace_parent,
     unit_ranges,
@@ -58,11 +69,15 @@ from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT_GB",
     "DEFAULT_OP_BOUNDS",
+    "DEFAULT_TIMEOUT_S",
     "DecomposeResult",
+    "DecomposeStatus",
     "SubgraphKind",
     "SubgraphRecord",
     "SubgraphStatus",
+    "build_motif_table",
     "decompose_sample",
     "decompose_samples",
     "read_decompose_manifest",
@@ -71,9 +86,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Of a ``decompose.jsonl`` record. Version 1 (no ``name``, ``root``, ``op_sequence``,
+symbol counts, ``peak_rss_mb``) still loads."""
 MANIFEST = "decompose.jsonl"
-FOLDING_FILE = "folding.json"
+DEFAULT_TIMEOUT_S = 900.0
+"""Per sample (a child that takes longer ends as ``timeout``)."""
+DEFAULT_MEMORY_LIMIT_GB = 8.0
+"""Per sample: the child's data segment (``RLIMIT_DATA``); an allocation beyond it fails
+and the sample ends as ``out_of_memory``."""
+_COPIES = 3
+"""A decomposition holds a sample's tensors about three times (the trace's inputs, the
+lockstep run's, a written subgraph's replay); more than the limit allows is ``too_large``."""
 _INHERITED_FIELDS = (
     "framework",
     "model_name",
@@ -122,6 +146,22 @@ class SubgraphStatus(str, Enum):
     """Could not be made into a faithful, runnable sample (the reason says why)."""
 
 
+class DecomposeStatus(str, Enum):
+    """How the decomposition of one sample ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    """The sample cannot be traced or run, or a kind failed (``errors`` say which and why)."""
+    TOO_LARGE = "too_large"
+    """Its tensors alone, by its metadata, exceed the memory limit: not started."""
+    OUT_OF_MEMORY = "out_of_memory"
+    """An allocation failed at the memory limit."""
+    TIMEOUT = "timeout"
+    """The child ran past the time limit and was stopped."""
+    CRASHED = "crashed"
+    """The child died (a signal, an abort); ``errors`` hold the end of its stderr."""
+
+
 @dataclass
 class SubgraphRecord:
     """What became of one candidate range."""
@@ -138,22 +178,39 @@ class SubgraphRecord:
     symbol: str = ""
     """Classical: the folded symbol this is an occurrence of."""
     duplicate_of: str = ""
+    symbols: list[str] = field(default_factory=list)
+    """Written: the symbolic dims (``S0``, ...) its ``input_tensor_constraints.py`` carries."""
+    symbols_unknown: list[str] = field(default_factory=list)
+    """Written: the parent's symbols whose dims could not be told for this subgraph (the
+    symbol's scaled run of the parent stopped before the range; see ``symbols_lost``)."""
 
 
 @dataclass
 class DecomposeResult:
-    """All subgraphs of one sample. ``status`` is ``error`` if the sample or a kind failed."""
+    """All subgraphs of one sample; ``status`` is a :class:`DecomposeStatus` value."""
 
     sample: str
     graph_hash: str = ""
     kinds: list[str] = field(default_factory=list)
-    status: str = "ok"
+    status: str = DecomposeStatus.OK.value
+    name: str = ""
+    """The sample's folder under the output folder (its path relative to ``root``)."""
+    root: str = ""
     subgraphs: list[SubgraphRecord] = field(default_factory=list)
     errors: list[ErrorInfo] = field(default_factory=list)
     units: int = 0
+    op_sequence: list[str] = field(default_factory=list)
+    """The canonical op name of every unit (what motif tables are folded from)."""
     compilations: int = 0
     """Inductor compilations spent on fusible analysis."""
+    symbols: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per symbol the parent declares: how many written subgraphs ``carry`` it in their
+    constraints and for how many it is ``unknown`` (see ``symbols_lost``)."""
+    symbols_lost: dict[str, str] = field(default_factory=dict)
+    """Per symbol whose scaled run of the parent stopped early: where and why."""
     elapsed_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    """Peak resident memory of the process that decomposed the sample (isolated: its child)."""
     options: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
@@ -163,6 +220,11 @@ class DecomposeResult:
             for r in self.subgraphs
             if (kind is None or r.kind == kind) and (status is None or r.status == status)
         )
+
+    @property
+    def symbols_unknown(self) -> int:
+        """Written subgraphs with at least one symbol whose dims could not be told."""
+        return sum(1 for r in self.subgraphs if r.symbols_unknown)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -181,7 +243,7 @@ class DecomposeResult:
             for r in d.get("subgraphs", [])
         ]
         errs = [ErrorInfo(**e) for e in d.get("errors", [])]
-        return cls(**{**d, "subgraphs": subs, "errors": errs})
+        return cls(**{**d, "subgraphs": subs, "errors": errs, "schema_version": SCHEMA_VERSION})
 
 
 def _error(exc: BaseException, stage: str, **context: Any) -> ErrorInfo:
@@ -199,6 +261,14 @@ def _error(exc: BaseException, stage: str, **context: Any) -> ErrorInfo:
         {k: str(v) for k, v in context.items()},
         traceback.format_exc(),
     )
+
+
+_OOM_MARKS = ("can't allocate memory", "not enough memory", "cannot allocate memory", "bad_alloc")
+
+
+def _is_out_of_memory(error: ErrorInfo) -> bool:
+    text = f"{error.type}: {error.message}".lower()
+    return error.type == "MemoryError" or any(mark in text for mark in _OOM_MARKS)
 
 
 # --- candidates -----------------------------------------------------------------------------------
@@ -232,13 +302,18 @@ def _fusible_candidates(
 
 
 def _classical_candidates(
-    parent: ParentGraph, bounds: tuple[int, int], folding: Folding | None, index: int | None
+    parent: ParentGraph, bounds: tuple[int, int], folding: Folding | None
 ) -> list[_Candidate]:
-    if folding is None or index is None:
-        folding, index = fold_sequences([parent.op_sequence], max_ops=bounds[1]), 0
+    """Motif occurrences: from the fixed table ``folding`` if given, else from folding this
+    sample's own sequence (repeats within it: layers, blocks)."""
     lo, hi = bounds
+    folded = (
+        apply_folding(folding, parent.op_sequence)
+        if folding is not None
+        else fold_sequences([parent.op_sequence], max_ops=hi)
+    )
     out = []
-    for occ in motif_occurrences(folding, index, min_ops=lo, max_ops=hi):
+    for occ in motif_occurrences(folded, 0, min_ops=lo, max_ops=hi):
         rng = OpRange(occ.start, occ.stop)
         if not (parent.cut_allowed(rng.start) and parent.cut_allowed(rng.stop)):
             out.append(_Candidate(rng, occ.symbol, skip="a tuple value crosses the range boundary"))
@@ -248,6 +323,48 @@ def _classical_candidates(
 
 
 # --- writing --------------------------------------------------------------------------------------
+
+
+def _light_metas(sub: Subgraph) -> list[TensorMeta]:
+    """Shapes and dtypes of a subgraph's inputs, from the trace: all its canonical hash needs."""
+    parent = sub.parent
+    metas = []
+    for node, name in zip(sub.inputs, sub.input_names, strict=True):
+        if node.op == "placeholder":
+            metas.append(parent.sample.metas[str(node.target)])
+        elif name in sub.constants_as_inputs:
+            value = sub.constants_as_inputs[name]
+            metas.append(TensorMeta(name, list(value.shape), value.dtype))
+        elif node in parent.tensor_specs:
+            shape, dtype = parent.tensor_specs[node]
+            metas.append(TensorMeta(name, list(shape), dtype))
+        else:
+            raise SubgraphError(f"input {node.name} has no recorded shape", node=node.name)
+    return metas
+
+
+def _structure_key(sub: Subgraph, metas: Sequence[TensorMeta]) -> str:
+    """The subgraph's graph with every name left out (nodes by position), and its inputs'
+    shapes and dtypes: two subgraphs with one key render the same ``model.py`` up to
+    names, so they have one canonical hash (which is computed once per key)."""
+    index: dict[torch.fx.Node, int] = {}
+    items = []
+    for n in sub.graph.nodes:
+        index[n] = len(index)
+        args = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: f"%{index[a]}")
+        target = (
+            ""
+            if n.op in ("placeholder", "output")
+            else n.target
+            if isinstance(n.target, str)
+            else f"{getattr(n.target, '__module__', '')}.{getattr(n.target, '__qualname__', n.target)}"
+        )
+        items.append(f"{n.op}|{target}|{args!r}")
+    items += [
+        f"{m.shape}|{m.dtype}|{m.data if m.dtype == torch.int64 and not m.shape else ''}"
+        for m in metas
+    ]
+    return "\n".join(items)
 
 
 def _input_metas(sub: Subgraph, check: RangeCheck) -> list[TensorMeta]:
@@ -264,28 +381,60 @@ def _input_metas(sub: Subgraph, check: RangeCheck) -> list[TensorMeta]:
     return metas
 
 
-def _constraints(sub: Subgraph, symbolic: Mapping[str, list[int | str]]) -> Constraints:
+def _fix_symbols(dims: Sequence[int | str], values: Mapping[str, int]) -> list[int | str]:
+    """``dims`` with the symbols of ``values`` replaced by their values."""
+    out: list[int | str] = []
+    for d in dims:
+        if isinstance(d, str) and any(s in d for s in values):
+            expr = sympy.sympify(d).subs({sympy.Symbol(k): v for k, v in values.items()})
+            out.append(int(expr) if expr.is_number else str(expr))
+        else:
+            out.append(d)
+    return out
+
+
+def _constraints(sub: Subgraph, dims: SymbolicDims) -> tuple[Constraints, list[str], list[str]]:
+    """The subgraph's ``input_tensor_constraints.py``, the symbols it carries, and the
+    parent's symbols that could not be told for it.
+
+    Parent parameters copy the parent's symbolic shapes; intermediate inputs take theirs
+    from the scaled runs of the parent (:class:`SymbolicDims`). A symbol is used only if
+    its run reached every intermediate input of the range: else its dims would be right
+    for some inputs and missing for others, and the symbol is *unknown* here (its example
+    value is written instead)."""
     parent_c = sub.parent.sample.constraints
+    declared = list(parent_c.symbols) if parent_c is not None else []
+    examples = dict(parent_c.example_values) if parent_c is not None else {}
+    intermediates = [
+        n.name
+        for n, name in zip(sub.inputs, sub.input_names, strict=True)
+        if n.op != "placeholder" and name not in sub.constants_as_inputs
+    ]
+    known = [
+        s for s in declared if s in dims.scaled and all(dims.covers(s, n) for n in intermediates)
+    ]
+    unknown = [s for s in declared if s not in known and intermediates]
+    fixed = {s: examples[s] for s in unknown if s in examples}
     shapes: dict[str, list[int | str]] = {}
     for node, name in zip(sub.inputs, sub.input_names, strict=True):
         if node.op == "placeholder" and parent_c is not None and name in parent_c.input_shapes:
-            shapes[name] = list(parent_c.input_shapes[name])
-        elif node.name in symbolic:
-            shapes[name] = list(symbolic[node.name])
+            shapes[name] = _fix_symbols(parent_c.input_shapes[name], fixed)
+        elif node.name in intermediates:
+            shape = dims.shape(node.name, known)
+            if shape is not None:
+                shapes[name] = shape
     used = sorted(
-        {
-            s
-            for dims in shapes.values()
-            for d in dims
-            if isinstance(d, str)
-            for s in (parent_c.symbols if parent_c else [])
-            if s in d
-        }
+        {s for d in shapes.values() for x in d if isinstance(x, str) for s in declared if s in x}
     )
-    examples = {
-        s: parent_c.example_values[s] for s in used if parent_c and s in parent_c.example_values
-    }
-    return Constraints(symbols=used, example_values=examples, input_shapes=shapes)
+    return (
+        Constraints(
+            symbols=used,
+            example_values={s: examples[s] for s in used if s in examples},
+            input_shapes=shapes,
+        ),
+        used,
+        unknown,
+    )
 
 
 def _provenance(sub: Subgraph, kind: str, symbol: str) -> dict[str, Any]:
@@ -329,108 +478,196 @@ def _check_replay(path: Path, device: str, seed: int, parent_finite: bool) -> st
     return ""
 
 
+@dataclass
+class _Job:
+    """One kind's candidates, written under ``out``; ``label`` is the kind in ``graph_net.json``."""
+
+    label: str
+    out: Path
+    candidates: list[_Candidate]
+    skip_constants: bool = False
+
+
+@dataclass
+class _Item:
+    job: _Job
+    cand: _Candidate
+    sub: Subgraph
+    rec: SubgraphRecord
+
+
+def _write_one(item: _Item, check: RangeCheck, dims: SymbolicDims) -> bool:
+    """Write a checked candidate and run it on replayed inputs; True if it is kept."""
+    sub, rec = item.sub, item.rec
+    parent = sub.parent
+    if not check.ok:
+        rec.reason = f"does not reproduce the parent: {check.reason}"
+        return False
+    path = item.job.out / f"{sub.range.start:04d}-{sub.range.stop:04d}"
+    try:
+        metas = _input_metas(sub, check)
+        constraints, rec.symbols, rec.symbols_unknown = _constraints(sub, dims)
+        graph_net = {k: v for k, v in parent.sample.graph_net.items() if k in _INHERITED_FIELDS}
+        graph_net.setdefault("framework", "torch")
+        graph_net["dynamic"] = False
+        graph_net["subgraph"] = _provenance(sub, item.job.label, item.cand.symbol)
+        write_sample(
+            path,
+            sub.model_source,
+            metas,
+            constraints=constraints,
+            graph_net=graph_net,
+            graph_hash=rec.graph_hash,
+        )
+    except PassnetError as exc:
+        rec.reason = f"cannot write: {exc}"
+        shutil.rmtree(path, ignore_errors=True)
+        return False
+    why = _check_replay(path, parent.device, parent.seed, check.outputs_finite)
+    if why:
+        rec.reason = why
+        shutil.rmtree(path, ignore_errors=True)
+        return False
+    rec.status, rec.path, rec.reason = SubgraphStatus.WRITTEN, str(path), ""
+    return True
+
+
 def _materialize(
-    parent: ParentGraph,
-    kind: SubgraphKind | str,
-    candidates: list[_Candidate],
-    out: Path,
-    symbolic: Mapping[str, list[int | str]],
-    catalog: Any,
-    result: DecomposeResult,
+    parent: ParentGraph, jobs: Sequence[_Job], dims: SymbolicDims
 ) -> list[SubgraphRecord]:
-    # ``kind``: a decomposition kind, or the label of chosen ranges (write_op_ranges)
-    label = kind.value if isinstance(kind, SubgraphKind) else str(kind)
+    """Every candidate of every job to a record; the written ones to ``job.out/<start>-<stop>/``.
+
+    The candidates of all jobs are checked in one lockstep run of the parent; within a
+    job, only the first candidate of each canonical hash is checked and written (the
+    others are its duplicates), and if it fails, the next one of that hash is tried.
+    """
     records: list[SubgraphRecord] = []
-    subs: list[tuple[_Candidate, Subgraph]] = []
-    for cand in candidates:
-        ops = parent.op_sequence[cand.range.start : cand.range.stop]
-        rec = SubgraphRecord(
-            label,
-            cand.range.start,
-            cand.range.stop,
-            ops,
-            SubgraphStatus.SKIPPED,
-            symbol=cand.symbol,
-            reason=cand.skip,
-        )
-        if cand.skip:
-            records.append(rec)
-            continue
-        try:
-            sub = extract_subgraph(parent, cand.range)
-        except SubgraphError as exc:
-            rec.status, rec.reason = SubgraphStatus.FAILED, str(exc)
-            records.append(rec)
-            continue
-        if kind is SubgraphKind.SINGLE_OP and not any(
-            parent.value_kinds.get(a) == "tensor" for a in sub.inputs
-        ):
-            rec.reason = "no tensor input (a constant)"
-            records.append(rec)
-            continue
-        subs.append((cand, sub))
-    checks, _ = run_lockstep(parent, [s for _, s in subs], feed_forward=False, collect_metas=True)
-    by_sub = {id(c.subgraph): c for c in checks}
-    if out.exists():
-        shutil.rmtree(out)  # a re-run replaces the kind's folder as a whole
-    seen: dict[str, str] = {}
-    for cand, sub in subs:
-        check = by_sub[id(sub)]
-        rec = SubgraphRecord(
-            label,
-            sub.range.start,
-            sub.range.stop,
-            sub.op_sequence,
-            SubgraphStatus.FAILED,
-            symbol=cand.symbol,
-        )
-        records.append(rec)
-        if not check.ok:
-            rec.reason = f"does not reproduce the parent: {check.reason}"
-            continue
-        path = out / f"{sub.range.start:04d}-{sub.range.stop:04d}"
-        try:
-            metas = _input_metas(sub, check)
-            rec.graph_hash = canonical_hash(sub.model_source, metas)
-            if rec.graph_hash in seen:
-                rec.status, rec.duplicate_of = SubgraphStatus.DUPLICATE, seen[rec.graph_hash]
-                continue
-            graph_net = {k: v for k, v in parent.sample.graph_net.items() if k in _INHERITED_FIELDS}
-            graph_net.setdefault("framework", "torch")
-            graph_net["dynamic"] = False
-            graph_net["subgraph"] = _provenance(sub, label, cand.symbol)
-            write_sample(
-                path,
-                sub.model_source,
-                metas,
-                constraints=_constraints(sub, symbolic),
-                graph_net=graph_net,
-                graph_hash=rec.graph_hash,
+    by_range: dict[OpRange, Subgraph | SubgraphError] = {}
+    hashes: dict[OpRange, str | Exception] = {}
+    by_structure: dict[str, str] = {}
+    groups: dict[tuple[int, str], list[_Item]] = {}
+    for j, job in enumerate(jobs):
+        for cand in job.candidates:
+            ops = parent.op_sequence[cand.range.start : cand.range.stop]
+            rec = SubgraphRecord(
+                job.label,
+                cand.range.start,
+                cand.range.stop,
+                ops,
+                SubgraphStatus.SKIPPED,
+                symbol=cand.symbol,
+                reason=cand.skip,
             )
-        except PassnetError as exc:
-            rec.reason = f"cannot write: {exc}"
-            shutil.rmtree(path, ignore_errors=True)
-            continue
-        why = _check_replay(path, parent.device, parent.seed, check.outputs_finite)
-        if why:
-            rec.reason = why
-            shutil.rmtree(path, ignore_errors=True)
-            continue
-        seen[rec.graph_hash] = str(path)
-        rec.status, rec.path = SubgraphStatus.WRITTEN, str(path)
-        if catalog is not None:
-            try:
-                catalog.add_subgraph(
-                    parent.path,
-                    sub.call_range,
-                    path,
-                    kind=label,
-                    provenance=graph_net["subgraph"],
-                )
-            except PassnetError as exc:
-                result.errors.append(_error(exc, "catalog", subgraph=path))
-    records.sort(key=lambda r: (r.start, r.stop))
+            records.append(rec)
+            if cand.skip:
+                continue
+            if cand.range not in by_range:
+                try:
+                    by_range[cand.range] = extract_subgraph(parent, cand.range)
+                except SubgraphError as exc:
+                    by_range[cand.range] = exc
+            sub = by_range[cand.range]
+            if isinstance(sub, SubgraphError):
+                rec.status, rec.reason = SubgraphStatus.FAILED, str(sub)
+                continue
+            if job.skip_constants and not any(
+                parent.value_kinds.get(a) == "tensor" for a in sub.inputs
+            ):
+                rec.reason = "no tensor input (a constant)"
+                continue
+            rec.ops, rec.status = sub.op_sequence, SubgraphStatus.FAILED
+            if cand.range not in hashes:
+                try:
+                    metas = _light_metas(sub)
+                    key = _structure_key(sub, metas)
+                    if key not in by_structure:
+                        by_structure[key] = canonical_hash(sub.model_source, metas)
+                    hashes[cand.range] = by_structure[key]
+                except PassnetError as exc:
+                    hashes[cand.range] = exc
+            digest = hashes[cand.range]
+            if isinstance(digest, Exception):
+                rec.reason = f"cannot write: {digest}"
+                continue
+            rec.graph_hash = digest
+            groups.setdefault((j, digest), []).append(_Item(job, cand, sub, rec))
+    for job in jobs:
+        if job.out.exists():
+            shutil.rmtree(job.out)  # a re-run replaces the kind's folder as a whole
+    # Round one checks the first candidate of each hash; round two, in one more run of the
+    # parent, all the others of the hashes whose first candidate failed (the first of them
+    # that passes is kept). Two parent runs at most, however many candidates fail.
+    written: dict[tuple[int, str], str] = {}
+    rounds = [[members[0] for members in groups.values()]]
+    for round_no in range(2):
+        pending = rounds[round_no]
+        if not pending:
+            break
+        subs = list({id(i.sub): i.sub for i in pending}.values())
+        checks, _ = run_lockstep(parent, subs, feed_forward=False, collect_metas=True)
+        check_of = {id(c.subgraph): c for c in checks}
+        for item in sorted(pending, key=lambda i: (i.rec.start, i.rec.stop)):
+            key = (jobs.index(item.job), item.rec.graph_hash)
+            if key in written:
+                item.rec.status, item.rec.duplicate_of = SubgraphStatus.DUPLICATE, written[key]
+            elif _write_one(item, check_of[id(item.sub)], dims):
+                written[key] = item.rec.path
+        if round_no == 0:
+            rounds.append(
+                [m for k, members in groups.items() if k not in written for m in members[1:]]
+            )
+    for key, members in groups.items():
+        for item in members:
+            if key in written and item.rec.status is SubgraphStatus.FAILED and not item.rec.reason:
+                item.rec.status, item.rec.duplicate_of = SubgraphStatus.DUPLICATE, written[key]
+    order = {job.label: j for j, job in enumerate(jobs)}
+    records.sort(key=lambda r: (order[r.kind], r.start, r.stop))
     return records
+
+
+def _record_in_catalog(catalog: Any, result: DecomposeResult) -> None:
+    """Add each written subgraph of ``result`` to ``catalog`` (parent, call-node range, kind)."""
+    for rec in result.subgraphs:
+        if rec.status is not SubgraphStatus.WRITTEN:
+            continue
+        try:
+            provenance = json.loads((Path(rec.path) / "graph_net.json").read_text())["subgraph"]
+            start, stop = provenance["node_range"]
+            catalog.add_subgraph(
+                provenance["parent"], (start, stop), rec.path, kind=rec.kind, provenance=provenance
+            )
+        except (PassnetError, OSError, KeyError, ValueError) as exc:
+            result.errors.append(_error(exc, "catalog", subgraph=rec.path))
+
+
+def _summarize_symbols(result: DecomposeResult, parent: ParentGraph, dims: SymbolicDims) -> None:
+    """Fill ``result.symbols`` / ``symbols_lost`` and warn when written subgraphs lost symbols."""
+    c = parent.sample.constraints
+    declared = list(c.symbols) if c is not None else []
+    written = [r for r in result.subgraphs if r.status is SubgraphStatus.WRITTEN]
+    result.symbols = {
+        s: {
+            "carried": sum(s in r.symbols for r in written),
+            "unknown": sum(s in r.symbols_unknown for r in written),
+        }
+        for s in declared
+    }
+    result.symbols_lost = dict(dims.failures)
+    for s in declared:
+        if s not in dims.scaled and s not in result.symbols_lost:
+            result.symbols_lost[s] = "the symbol's scaled run of the parent did not run"
+    unknown = result.symbols_unknown
+    if unknown:
+        why = "; ".join(
+            f"{s}: {result.symbols_lost.get(s, '?')}" for s in sorted(result.symbols_lost)
+        )
+        log.warning(
+            "%s: %d of %d written subgraphs have symbolic dims that could not be told (%s)",
+            parent.path,
+            unknown,
+            len(written),
+            why,
+        )
 
 
 # --- entry points ---------------------------------------------------------------------------------
@@ -444,24 +681,28 @@ def decompose_sample(
     op_bounds: Mapping[str, tuple[int, int]] | None = None,
     method: str = "one-compile",
     folding: Folding | None = None,
-    folding_index: int | None = None,
     name: str | None = None,
     device: str = "cpu",
     seed: int = 0,
     catalog: Any = None,
+    on_candidates: Any = None,
 ) -> DecomposeResult:
     """Decompose one sample into subgraph samples under ``out_dir/<name>/<kind>/<start>-<stop>/``.
 
     ``kinds``: any of ``fusible``, ``classical``, ``single-op``. ``op_bounds`` overrides
     the operator-count bounds per kind (:data:`DEFAULT_OP_BOUNDS`). ``method`` is the
-    fusible analysis (``one-compile`` or ``every-prefix``). ``folding`` /
-    ``folding_index``: a corpus folding and this sample's sequence in it (default:
-    fold this sample alone). ``name`` defaults to the sample's folder name.
-    ``catalog``: a :class:`~passnet.dataset.Catalog` to record each written subgraph in.
+    fusible analysis (``one-compile`` or ``every-prefix``). ``folding``: a fixed motif
+    table for the classical kind (a corpus's ``folding.json``,
+    :meth:`Folding.from_json`); without one, the sample's own sequence is folded.
+    ``name`` defaults to the sample's folder name. ``catalog``: a
+    :class:`~passnet.dataset.Catalog` to record each written subgraph in.
+    ``on_candidates(result)`` is called once every kind's candidates are known, before
+    anything is written (a provisional result to keep if the rest fails).
 
     Never raises for bad input: a sample that cannot be traced or run, or a kind
     that fails (e.g. Inductor cannot compile the graph), is an ``ErrorInfo`` in the
-    result, whose status is then ``error``; other kinds still run.
+    result, whose status is then ``error`` (``out_of_memory`` when an allocation
+    failed); other kinds still run.
     """
     t0 = time.perf_counter()
     kind_list = [SubgraphKind.parse(k) for k in kinds]
@@ -476,40 +717,69 @@ def decompose_sample(
             "device": device,
             "seed": seed,
             "op_bounds": {k.value: list(bounds[k]) for k in kind_list},
+            **({"motifs": folding.table_digest} if folding is not None else {}),
         },
     )
     try:
         parent = trace_parent(sample, device, seed)
     except Exception as exc:  # noqa: BLE001 - a broken sample is a result, not a crash
-        result.status = "error"
+        result.status = DecomposeStatus.ERROR.value
         result.errors.append(_error(exc, "trace", sample=sample))
         result.elapsed_s = time.perf_counter() - t0
-        return result
+        return _finish(result)
     result.graph_hash = parent.sample.graph_hash
     result.units = len(parent.units)
+    result.op_sequence = parent.op_sequence
+    result.name = name or parent.sample.name
     try:
-        symbolic = infer_symbolic_dims(parent, seed)
+        dims = infer_symbolic_dims(parent, seed)
     except Exception as exc:  # noqa: BLE001 - symbolic dims are a bonus; static shapes still work
-        log.info("no symbolic dims for %s: %s", parent.path, exc)
-        symbolic = {}
-    out_root = Path(out_dir) / (name or parent.sample.name)
+        log.warning("%s: no symbolic dims: %s: %s", parent.path, type(exc).__name__, exc)
+        dims = SymbolicDims(failures={"*": f"{type(exc).__name__}: {exc}"})
+    out_root = Path(out_dir) / result.name
+    jobs: list[_Job] = []
     for kind in kind_list:
         try:
             if kind is SubgraphKind.FUSIBLE:
                 candidates = _fusible_candidates(parent, bounds[kind], method, result)
             elif kind is SubgraphKind.CLASSICAL:
-                candidates = _classical_candidates(parent, bounds[kind], folding, folding_index)
+                candidates = _classical_candidates(parent, bounds[kind], folding)
             else:
                 candidates = _single_op_candidates(parent)
-            result.subgraphs += _materialize(
-                parent, kind, candidates, out_root / kind.value, symbolic, catalog, result
+            jobs.append(
+                _Job(
+                    kind.value,
+                    out_root / kind.value,
+                    candidates,
+                    skip_constants=kind is SubgraphKind.SINGLE_OP,
+                )
             )
         except Exception as exc:  # noqa: BLE001 - one kind failing must not lose the others
             result.errors.append(_error(exc, kind.value, sample=parent.path))
-    if result.errors:
-        result.status = "error"
+    if on_candidates is not None:
+        on_candidates(result)
+    try:
+        result.subgraphs += _materialize(parent, jobs, dims)
+    except Exception as exc:  # noqa: BLE001 - reported as the sample's error, kinds named
+        result.errors.append(_error(exc, ",".join(j.label for j in jobs), sample=parent.path))
+    _summarize_symbols(result, parent, dims)
+    if catalog is not None:
+        _record_in_catalog(catalog, result)
     result.elapsed_s = time.perf_counter() - t0
+    return _finish(result)
+
+
+def _finish(result: DecomposeResult) -> DecomposeResult:
+    if any(_is_out_of_memory(e) for e in result.errors):
+        result.status = DecomposeStatus.OUT_OF_MEMORY.value
+    elif result.errors and result.status == DecomposeStatus.OK.value:
+        result.status = DecomposeStatus.ERROR.value
+    result.peak_rss_mb = _peak_rss_mb()
     return result
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
 
 
 def write_op_ranges(
@@ -538,10 +808,12 @@ def write_op_ranges(
         for r in ranges
     ]
     result = DecomposeResult(sample=str(parent.path), kinds=[kind])
-    records = _materialize(parent, kind, candidates, Path(out_dir), {}, catalog, result)
+    result.subgraphs = _materialize(parent, [_Job(kind, Path(out_dir), candidates)], SymbolicDims())
+    if catalog is not None:
+        _record_in_catalog(catalog, result)
     for error in result.errors:
         log.warning("%s: %s", parent.path, error.message)
-    return records
+    return result.subgraphs
 
 
 def read_decompose_manifest(path: str | Path) -> list[DecomposeResult]:
@@ -552,87 +824,279 @@ def read_decompose_manifest(path: str | Path) -> list[DecomposeResult]:
     )
 
 
+def build_motif_table(
+    manifests: Iterable[str | Path], *, max_ops: int = 62, min_count: int = 2
+) -> Folding:
+    """A motif table: the op sequences recorded in ``decompose.jsonl`` files, folded together.
+
+    Pass it to :func:`decompose_samples` (``motifs=``) for classical subgraphs that are
+    frequent across the corpus, the same whichever chunk a sample is decomposed in.
+    Each sample counts once (its latest record with an op sequence), in path order.
+    """
+    latest: dict[str, list[str]] = {}
+    for manifest in manifests:
+        for r in read_decompose_manifest(manifest):
+            if r.op_sequence:
+                latest[r.sample] = r.op_sequence
+    ids = sorted(latest)
+    return fold_sequences(
+        [latest[i] for i in ids], max_ops=max_ops, min_count=min_count, sequence_ids=ids
+    )
+
+
+# --- the isolated batch ---------------------------------------------------------------------------
+
+
+@dataclass
+class _ChildRequest:
+    sample: str
+    out_dir: str
+    kinds: list[str]
+    name: str
+    folding: Folding | None
+    options: dict[str, Any]
+    memory_limit_bytes: int | None
+    threads: int | None = None
+    """Torch threads of the child (None: torch's default), so parallel children share the cores."""
+
+
+def _decompose_in_child(request: _ChildRequest, send: Any) -> None:
+    """The child: bound its memory, refuse a sample too large for the bound, decompose."""
+    if request.threads:
+        torch.set_num_threads(request.threads)
+    limit = request.memory_limit_bytes
+    if limit:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        try:
+            needed = _COPIES * load_sample(request.sample).tensor_bytes
+        except PassnetError:
+            needed = 0  # decompose_sample reports the broken sample
+        if needed > limit:
+            result = DecomposeResult(
+                sample=request.sample,
+                kinds=request.kinds,
+                name=request.name,
+                status=DecomposeStatus.TOO_LARGE.value,
+            )
+            result.errors.append(
+                ErrorInfo(
+                    "TooLarge",
+                    f"its tensors take {needed / _COPIES / 2**30:.1f} GiB and a decomposition "
+                    f"holds them {_COPIES} times, over the memory limit of "
+                    f"{limit / 2**30:.1f} GiB: not decomposed",
+                    "load",
+                    {"sample": request.sample, "needed_bytes": str(needed)},
+                )
+            )
+            send(("result", result.to_dict()))
+            return
+
+    def provisional(partial: DecomposeResult) -> None:
+        send(("stage", "materialize"))
+        send(("provisional", partial.to_dict()))
+
+    send(("stage", "trace"))
+    result = decompose_sample(
+        request.sample,
+        request.out_dir,
+        request.kinds,
+        folding=request.folding,
+        name=request.name,
+        on_candidates=provisional,
+        **request.options,
+    )
+    send(("result", result.to_dict()))
+
+
+def _preload_for_children(device: str) -> None:
+    """Have the forkserver import what every decomposition child needs, once.
+
+    ``passnet.evaluate.FORKSERVER_PRELOAD`` is read when the forkserver starts (its
+    documented extension point). Inductor's compiler module (seconds to import) is added
+    only on a machine without CUDA: importing it can query the device, which would mark
+    every later fork unable to use CUDA."""
+    from passnet.evaluate import FORKSERVER_PRELOAD
+
+    wanted = ["passnet.dataset._decompose"]
+    if device == "cpu" and not torch.cuda.is_available():
+        wanted.append("torch._inductor.compile_fx")
+    for module in wanted:
+        if module not in FORKSERVER_PRELOAD:
+            FORKSERVER_PRELOAD.append(module)
+
+
+def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeResult:
+    from passnet.evaluate import run_isolated
+
+    t0 = time.perf_counter()
+    outcome = run_isolated(_decompose_in_child, (request,), timeout_s, capture_stderr=True)
+    if outcome.result is not None and not outcome.from_provisional:
+        return DecomposeResult.from_dict(outcome.result)
+    result = (
+        DecomposeResult.from_dict(outcome.result)
+        if outcome.result is not None
+        else DecomposeResult(sample=request.sample, kinds=request.kinds, name=request.name)
+    )
+    if outcome.timed_out:
+        result.status = DecomposeStatus.TIMEOUT.value
+        message = f"stopped after {timeout_s:.0f} s (the time limit), in stage {outcome.last_stage}"
+    else:
+        how = outcome.signal_name or f"exit code {outcome.exitcode}"
+        tail = [line for line in outcome.stderr_tail.splitlines() if line.strip()]
+        oom = any(mark in outcome.stderr_tail.lower() for mark in _OOM_MARKS)
+        result.status = (DecomposeStatus.OUT_OF_MEMORY if oom else DecomposeStatus.CRASHED).value
+        message = f"the child process died ({how}) in stage {outcome.last_stage}" + (
+            f": {tail[-1].strip()}" if tail else ""
+        )
+        if outcome.signal_name == "SIGKILL":
+            message += " (SIGKILL: the kernel's out-of-memory killer, or someone)"
+    result.errors.append(
+        ErrorInfo(
+            "ChildDied" if not outcome.timed_out else "Timeout",
+            message,
+            "isolate",
+            {"sample": request.sample},
+            outcome.stderr_tail[-2000:] or None,
+        )
+    )
+    result.elapsed_s = time.perf_counter() - t0
+    return result
+
+
 def decompose_samples(
     paths: Iterable[str | Path],
     out_dir: str | Path,
     kinds: Iterable[str | SubgraphKind] = DEFAULT_KINDS,
     *,
+    root: str | Path | None = None,
+    motifs: str | Path | Folding | None = None,
     resume: bool = True,
+    retry_failed: bool = False,
     progress: bool = False,
     catalog: Any = None,
+    isolated: bool = True,
+    jobs: int = 1,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB,
+    on_result: Any = None,
     **options: Any,
 ) -> list[DecomposeResult]:
-    """Decompose many samples; classical motifs are folded over all of them together.
+    """Decompose many samples into ``out_dir/<name>/<kind>/<start>-<stop>/``.
 
-    Results are appended to ``out_dir/decompose.jsonl`` as each sample finishes;
-    with ``resume`` a sample already recorded there (same path, hash and kinds) is
-    not done again. ``options`` go to :func:`decompose_sample`.
+    ``name`` is each sample's path relative to ``root`` (default: the root recorded in
+    ``out_dir``'s records, else the common folder of the samples' parent folders; see
+    :mod:`~passnet.dataset._layout`). Nothing a sample gets depends on the other samples
+    of the batch: a corpus decomposed whole or in chunks gives the same files. The
+    classical kind folds each sample alone, or applies the fixed motif table ``motifs``
+    (a ``folding.json`` path or a :class:`Folding`; :func:`build_motif_table` makes one).
+
+    With ``isolated`` (the default) each sample runs in its own child process, stopped
+    after ``timeout_s`` and limited to ``memory_limit_gb`` of data: a crash, a hang or an
+    out-of-memory failure is that sample's record (:class:`DecomposeStatus`), and the
+    batch carries on. ``jobs`` children run at once (isolated only), each with its share
+    of the CPU cores as torch threads; records are then appended in the order samples
+    finish. Results are appended to ``out_dir/decompose.jsonl`` as each
+    sample finishes; with ``resume`` a sample already recorded there (same path, hash,
+    kinds and motif table) is not done again, unless ``retry_failed`` and its status is
+    not ``ok``. ``on_result(result)`` sees each record.
+    ``options`` go to :func:`decompose_sample`.
+
+    Raises :class:`~passnet.errors.DatasetError` before any work when a sample lies
+    outside the root or two samples would share a folder, and
+    :class:`~passnet.errors.ChildStartError` when no child process can be started.
     """
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     kind_list = [SubgraphKind.parse(k) for k in kinds]
     samples = find_samples(paths)
-    names = sample_names(samples)
     manifest = out / MANIFEST
-    done: dict[tuple[str, str], DecomposeResult] = {}
-    if resume and manifest.is_file():
-        for r in read_decompose_manifest(manifest):
-            done[(r.sample, ",".join(r.kinds))] = r
+    previous = read_decompose_manifest(manifest) if manifest.is_file() else []
+    recorded_root = next((r.root for r in reversed(previous) if r.root), None)
+    chosen_root = resolve_root(samples, root, recorded_root)
+    if recorded_root and Path(recorded_root) != chosen_root:
+        raise DatasetError(
+            f"{out} holds samples named relative to {recorded_root}; this run would name them "
+            f"relative to {chosen_root}: give --root {recorded_root} or another output folder",
+            file=out,
+        )
+    names = sample_names(samples, chosen_root)
+    folding = (
+        Folding.from_json(Path(motifs).read_text()) if isinstance(motifs, (str, Path)) else motifs
+    )
+    motif_key = folding.table_digest if folding is not None else ""
     kinds_key = ",".join(k.value for k in kind_list)
-    folding, index_of = None, {}
-    if SubgraphKind.CLASSICAL in kind_list:
-        folding, index_of = _fold_corpus(samples, out, options)
-    results = []
+    done: dict[tuple[str, str, str], DecomposeResult] = {}
+    if resume:
+        for r in previous:
+            done[(r.sample, ",".join(r.kinds), r.options.get("motifs", ""))] = r
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    jobs = max(1, int(jobs)) if isolated else 1
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+    if isolated:
+        _preload_for_children(options.get("device", "cpu"))
+    todo: list[tuple[Path, str]] = []
+    results_by_path: dict[Path, DecomposeResult] = {}
+    for path, name in zip(samples, names, strict=True):
+        before = done.get((str(path), kinds_key, motif_key))
+        if (
+            before is not None
+            and before.graph_hash == _recorded_hash(path)
+            and not (retry_failed and before.status != DecomposeStatus.OK.value)
+        ):
+            results_by_path[path] = before
+        else:
+            todo.append((path, name))
+
+    def work(path: Path, name: str) -> DecomposeResult:
+        if not isolated:
+            return decompose_sample(path, out, kind_list, folding=folding, name=name, **options)
+        request = _ChildRequest(
+            str(path),
+            str(out),
+            [k.value for k in kind_list],
+            name,
+            folding,
+            options,
+            limit,
+            threads,
+        )
+        return _decompose_isolated(request, timeout_s)
+
+    def finish(path: Path, name: str, result: DecomposeResult) -> None:
+        result.name, result.root = name, str(chosen_root)
+        result.graph_hash = result.graph_hash or _recorded_hash(path)
+        if catalog is not None:
+            _record_in_catalog(catalog, result)
+        append_jsonl(manifest, result.to_dict())
+        results_by_path[path] = result
+        if on_result is not None:
+            on_result(result)
+
     with progress_bar("decompose", progress) as bar:
         task = bar.add_task("", total=len(samples))
-        for path, name in zip(samples, names, strict=True):
-            bar.update(task, description=name)
-            previous = done.get((str(path), kinds_key))
-            if previous is not None and previous.graph_hash == _hash_or_empty(path):
-                results.append(previous)
+        bar.advance(task, len(samples) - len(todo))
+        if jobs == 1:
+            for path, name in todo:
+                bar.update(task, description=name)
+                finish(path, name, work(path, name))
                 bar.advance(task)
-                continue
-            result = decompose_sample(
-                path,
-                out,
-                kind_list,
-                folding=folding,
-                folding_index=index_of.get(path),
-                name=name,
-                catalog=catalog,
-                **options,
-            )
-            append_jsonl(manifest, result.to_dict())
-            results.append(result)
-            bar.advance(task)
-    return results
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                running = {pool.submit(work, path, name): (path, name) for path, name in todo}
+                for future in as_completed(running):
+                    path, name = running[future]
+                    finish(path, name, future.result())
+                    bar.update(task, description=name)
+                    bar.advance(task)
+    return [results_by_path[p] for p in samples]
 
 
-def _hash_or_empty(path: Path) -> str:
+def _recorded_hash(path: Path) -> str:
+    """The hash in the sample's ``graph_hash.txt`` (what a record's ``graph_hash`` is; read
+    without loading the sample, whose metadata can take a second to parse)."""
     try:
-        return load_sample(path).graph_hash
-    except PassnetError:
+        return (path / "graph_hash.txt").read_text().strip()
+    except (OSError, UnicodeDecodeError):
         return ""
-
-
-def _fold_corpus(
-    samples: Sequence[Path], out: Path, options: Mapping[str, Any]
-) -> tuple[Folding, dict[Path, int]]:
-    """Fold the op sequences of every traceable sample; write ``folding.json``."""
-    bounds = dict(DEFAULT_OP_BOUNDS)
-    for k, b in (options.get("op_bounds") or {}).items():
-        bounds[SubgraphKind.parse(k)] = tuple(b)
-    sequences, ids, index_of = [], [], {}
-    for path in samples:
-        try:
-            parent = trace_parent(path, options.get("device", "cpu"), options.get("seed", 0))
-        except Exception as exc:  # noqa: BLE001 - reported again, per sample, by decompose_sample
-            log.info("not folded (cannot trace) %s: %s", path, exc)
-            continue
-        index_of[path] = len(sequences)
-        sequences.append(parent.op_sequence)
-        ids.append(str(path))
-    folding = fold_sequences(sequences, max_ops=bounds[SubgraphKind.CLASSICAL][1], sequence_ids=ids)
-    (out / FOLDING_FILE).write_text(folding.to_json() + "\n")
-    return folding, index_of

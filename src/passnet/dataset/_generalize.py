@@ -26,13 +26,14 @@ is reported as failed (which variant, why) and removed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import shutil
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -41,7 +42,11 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from passnet.dataset._catalog import sample_kind, sample_provenance
+from passnet.dataset._layout import resolve_root, sample_names
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._subgraph import (
@@ -49,11 +54,10 @@ from passnet.dataset._subgraph import (
     canonical_hash,
     copy_parent_graph,
     render_model_source,
-    sample_names,
     trace_parent,
 )
 from passnet.dataset._variants import dtype_candidates, write_first_runnable
-from passnet.errors import PassnetError
+from passnet.errors import DatasetError, PassnetError
 from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import (
     Constraints,
@@ -73,6 +77,7 @@ __all__ = [
     "generalize_sample",
     "generalize_samples",
     "infer_symbolic_dims",
+    "SymbolicDims",
     "plan_variants",
     "read_generalize_manifest",
 ]
@@ -129,6 +134,9 @@ class GeneralizeResult:
     """True when the symbols were found by probing, not declared."""
     error: ErrorInfo | None = None
     elapsed_s: float = 0.0
+    name: str = ""
+    """The sample's folder under the output folder (its path relative to ``root``)."""
+    root: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -183,13 +191,19 @@ def _declared_shapes(parent: ParentGraph) -> tuple[dict[str, int], dict[str, lis
 
 
 class _ShapeContext:
-    """Original run of a parent, from which shape variants are derived."""
+    """Original shapes of a parent's nodes, from which shape variants are derived."""
 
     def __init__(self, parent: ParentGraph) -> None:
         self.parent = parent
         self.graph, _ = copy_parent_graph(parent)
-        self.inputs = parent.replay_inputs()
-        self.old_shapes, _, _ = run_graph(self.graph, self.inputs)
+        if parent.tensor_specs:  # the trace's run saw every shape: no second run
+            self.old_shapes: dict[str, Any] = {
+                n.name: list(shape) for n, (shape, _) in parent.tensor_specs.items()
+            }
+        else:
+            self.old_shapes, _, _ = run_graph(
+                self.graph, parent.replay_inputs(), keep_outputs=False
+            )
 
     def variant_metas(
         self, sizes: dict[str, int], shapes: dict[str, list[int | str]], examples: dict[str, int]
@@ -225,14 +239,33 @@ class _ShapeContext:
             for n in sample.param_names
         ]
 
+    def fake_inputs(self, metas: list[TensorMeta]) -> list[Any]:
+        """Inputs without data (call inside the fake mode): tensors of the metadata's shapes."""
+        by_name = {m.name: m for m in metas}
+        sample = self.parent.sample
+        return [
+            replay_value(by_name[n], sample.usage[n], 0, True)
+            if sample.is_symint(n)
+            else torch.empty(by_name[n].shape, dtype=by_name[n].dtype)
+            for n in sample.param_names
+        ]
+
     def run_variant(
         self,
         sizes: dict[str, int],
         shapes: dict[str, list[int | str]],
         examples: dict[str, int],
         seed: int,
+        *,
+        shapes_out: dict[str, Any] | None = None,
+        fake: bool = False,
     ) -> tuple[torch.fx.Graph, list[TensorMeta], dict[str, Any], int]:
-        """Lockstep run for new symbol values: the rewritten graph, metadata, node shapes, rewrites."""
+        """Lockstep run for new symbol values: the rewritten graph, metadata, node shapes, rewrites.
+
+        ``fake``: shapes only, on fake tensors (no data is computed; a data-dependent
+        op fails, and the caller runs again for real). ``shapes_out``: see
+        :func:`~passnet.dataset._shapes.run_graph`.
+        """
         scale = {examples[s]: v for s, v in sizes.items()}
         if len(scale) != len(sizes):
             raise GeneralizeError(
@@ -240,11 +273,65 @@ class _ShapeContext:
             )
         graph, _ = copy_parent_graph(self.parent)
         metas = self.variant_metas(sizes, shapes, examples)
-        inputs = self.replay(metas, seed)
-        node_shapes, rewritten, _ = run_graph(
-            graph, inputs, old_shapes=self.old_shapes, scale=scale
-        )
+        if fake:
+            with _fake_errors_quiet(), FakeTensorMode(shape_env=ShapeEnv()):
+                node_shapes, rewritten, _ = run_graph(
+                    graph,
+                    self.fake_inputs(metas),
+                    old_shapes=self.old_shapes,
+                    scale=scale,
+                    shapes_out=shapes_out,
+                    keep_outputs=False,
+                )
+        else:
+            node_shapes, rewritten, _ = run_graph(
+                graph,
+                self.replay(metas, seed),
+                old_shapes=self.old_shapes,
+                scale=scale,
+                shapes_out=shapes_out,
+                keep_outputs=False,
+            )
         return graph, metas, node_shapes, rewritten
+
+    def shape_run(
+        self,
+        sizes: dict[str, int],
+        shapes: dict[str, list[int | str]],
+        examples: dict[str, int],
+        seed: int,
+        *,
+        shapes_out: dict[str, Any] | None = None,
+    ) -> tuple[torch.fx.Graph, list[TensorMeta], dict[str, Any], int]:
+        """:meth:`run_variant` for the shapes only: on fake tensors on the CPU (nothing
+        computed), made again for real when a fake tensor cannot run an op (a
+        data-dependent one) — a variant is validated by running it once written."""
+        fake = self.parent.device == "cpu"
+        if fake:
+            try:
+                return self.run_variant(
+                    sizes, shapes, examples, seed, shapes_out=shapes_out, fake=True
+                )
+            except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
+                if not _fake_limitation(exc):
+                    raise
+                log.debug("%s: a fake run cannot scale %s (%s)", self.parent.path, sizes, exc)
+                if shapes_out is not None:
+                    shapes_out.clear()
+        return self.run_variant(sizes, shapes, examples, seed, shapes_out=shapes_out)
+
+
+@contextlib.contextmanager
+def _fake_errors_quiet() -> Iterator[None]:
+    """Fake tensors log every op that fails at ERROR level before raising; here a failing
+    op is an expected outcome (a size that does not scale), reported by the caller."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _to(value: Any, device: str) -> Any:
@@ -265,55 +352,118 @@ def _probe_symbols(
         return {}, {}
     shapes: dict[str, list[int | str]] = {n: ["S0", *metas[n].shape[1:]] for n in names}
     try:
-        ctx.run_variant({"S0": batch * 2}, shapes, {"S0": batch}, seed)
+        ctx.shape_run({"S0": batch * 2}, shapes, {"S0": batch}, seed)
     except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
         log.info("probing dim 0 of %s as a batch dimension failed: %s", ctx.parent.path, exc)
         return {}, {}
     return {"S0": batch}, shapes
 
 
-def infer_symbolic_dims(parent: ParentGraph, seed: int = 0) -> dict[str, list[int | str]]:
-    """Symbolic shape of every tensor node (by name), from one scaled run per declared symbol.
+@dataclass
+class SymbolicDims:
+    """Symbolic shapes of a parent's tensor nodes, from one scaled run per declared symbol.
 
-    A dimension that grows in proportion to a symbol is written ``c*S`` (products for
-    several symbols); one that does not change stays an int; one that changes out of
-    proportion stays an int too (logged). Nodes of runs that fail keep int shapes.
+    The run for symbol ``S`` doubles ``S`` and re-derives the graph's literal sizes
+    (:func:`~passnet.dataset._shapes.run_graph`); a node's dimension that doubles is
+    ``c*S``, one that grows 4 or 8 times ``c*S**2`` or ``c*S**3`` (a flattened square
+    grid; products for several symbols), one that does not change stays an int, one
+    that changes otherwise stays an int too. A run that stops at a node (a size
+    that cannot be tied to the symbol, an op that breaks) still tells the shapes of the
+    nodes before it: :meth:`covers` says which nodes a symbol's run reached, and
+    ``failures`` why the others were not.
     """
-    examples, shapes = _declared_shapes(parent)
-    if not examples:
-        return {}
-    ctx = _ShapeContext(parent)
-    factors: dict[str, dict[str, list[int]]] = {}
-    for sym, value in examples.items():
-        try:
-            _, _, node_shapes, _ = ctx.run_variant({sym: value * 2}, shapes, examples, seed)
-        except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
-            log.info("no symbolic dims for %s in %s: %s", sym, parent.path, exc)
-            continue
-        factors[sym] = {
-            k: v
-            for k, v in node_shapes.items()
-            if isinstance(v, list) and all(isinstance(d, int) for d in v)
-        }
-    out: dict[str, list[int | str]] = {}
-    for name, old in ctx.old_shapes.items():
-        if not (isinstance(old, list) and all(isinstance(d, int) for d in old)):
-            continue
+
+    examples: dict[str, int] = field(default_factory=dict)
+    old_shapes: dict[str, list[int]] = field(default_factory=dict)
+    scaled: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    """Symbol → node → shape in the scaled run, for the nodes that run reached."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """Symbol → why its scaled run stopped before the end (the node and the reason)."""
+
+    @property
+    def symbols(self) -> list[str]:
+        return sorted(self.examples)
+
+    def covers(self, symbol: str, node: str) -> bool:
+        """True when the scaled run of ``symbol`` reached ``node`` (its dims are known)."""
+        return node in self.scaled.get(symbol, {})
+
+    def shape(self, node: str, symbols: Iterable[str] | None = None) -> list[int | str] | None:
+        """``node``'s shape with the dims that follow ``symbols`` (default: all) written
+        symbolically; None for a node that is not a tensor of the original run."""
+        old = self.old_shapes.get(node)
+        if old is None:
+            return None
+        chosen = [s for s in (self.symbols if symbols is None else symbols) if s in self.scaled]
         dims: list[int | str] = []
         for k, d in enumerate(old):
-            syms = []
-            for sym, table in factors.items():
-                new = table.get(name)
+            powers: dict[str, int] = {}
+            proportional = True
+            for sym in chosen:
+                new = self.scaled[sym].get(node)
                 if new is None or len(new) != len(old) or new[k] == d:
                     continue
-                syms.append(sym if new[k] == 2 * d else None)
-            if not syms or None in syms:
+                power = _power_of_two(new[k], d)
+                if power is None:
+                    proportional = False
+                    break
+                powers[sym] = power
+            if not powers or not proportional:
                 dims.append(d)
                 continue
-            coeff = sympy.Rational(d, math.prod(examples[s] for s in syms))
-            dims.append(str(coeff * sympy.Mul(*[sympy.Symbol(s) for s in syms])))
-        out[name] = dims
-    return out
+            coeff = sympy.Rational(d, math.prod(self.examples[s] ** p for s, p in powers.items()))
+            dims.append(str(coeff * sympy.Mul(*[sympy.Symbol(s) ** p for s, p in powers.items()])))
+        return dims
+
+
+def _power_of_two(new: int, old: int) -> int | None:
+    """``p`` when ``new == old * 2**p`` for p in 1..3 (a dim of ``S``, ``S**2``, ``S**3``
+    when ``S`` doubled), else None."""
+    for p in (1, 2, 3):
+        if new == old * 2**p:
+            return p
+    return None
+
+
+def _int_shapes(shapes: dict[str, Any]) -> dict[str, list[int]]:
+    return {
+        k: v
+        for k, v in shapes.items()
+        if isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in v)
+    }
+
+
+def infer_symbolic_dims(parent: ParentGraph, seed: int = 0) -> SymbolicDims:
+    """Symbolic shape of every tensor node (see :class:`SymbolicDims`), from one scaled run
+    per declared symbol. On the CPU the runs are on fake tensors (shapes only, no data);
+    a run a fake tensor cannot make (a data-dependent op) is made again for real."""
+    examples, shapes = _declared_shapes(parent)
+    if not examples:
+        return SymbolicDims()
+    ctx = _ShapeContext(parent)
+    dims = SymbolicDims(examples=dict(examples), old_shapes=_int_shapes(ctx.old_shapes))
+    for sym, value in examples.items():
+        reached: dict[str, Any] = {}
+        try:
+            ctx.shape_run({sym: value * 2}, shapes, examples, seed, shapes_out=reached)
+        except (GeneralizeError, PassnetError, RuntimeError, ValueError) as exc:
+            dims.failures[sym] = str(exc)
+        dims.scaled[sym] = _int_shapes(reached)
+    return dims
+
+
+def _fake_limitation(exc: BaseException) -> bool:
+    """True when a run failed because its tensors were fake (a data-dependent op, an op
+    without a fake implementation), not because of the shapes: a real run may pass."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        module = type(cause).__module__
+        if module.startswith(("torch._subclasses", "torch.fx.experimental")):
+            return True
+        if "fake" in str(cause).lower() or "data-dependent" in str(cause).lower():
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def plan_variants(
@@ -427,7 +577,7 @@ def _write_variant(
     path = out_dir / variant.name
     try:
         if sizes:
-            graph, metas, _, record.rewrites = ctx.run_variant(sizes, shapes, examples, seed)
+            graph, metas, _, record.rewrites = ctx.shape_run(sizes, shapes, examples, seed)
         else:
             graph, _ = copy_parent_graph(parent)
             metas = [
@@ -537,38 +687,70 @@ def generalize_samples(
     paths: Iterable[str | Path],
     out_dir: str | Path,
     *,
+    root: str | Path | None = None,
     resume: bool = True,
     progress: bool = False,
+    catalog: Any = None,
     **options: Any,
 ) -> list[GeneralizeResult]:
     """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
     ``out_dir/generalize.jsonl`` as each sample finishes, and with ``resume`` a
-    sample recorded there (same path and hash) is not done again."""
+    sample recorded there (same path and hash) is not done again.
+
+    ``name`` is the sample's path relative to ``root``, chosen as for
+    :func:`~passnet.dataset.decompose_samples` (the root recorded in ``out_dir``, else
+    the common folder of the samples' parents), so chunks and whole runs agree.
+    ``catalog``: a :class:`~passnet.dataset.Catalog` that records each written variant
+    (kind ``variant``, its ``generalization`` provenance)."""
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     samples = find_samples(paths)
     manifest = out / MANIFEST
-    done = (
-        {r.sample: r for r in read_generalize_manifest(manifest)}
-        if resume and manifest.is_file()
-        else {}
-    )
+    previous = read_generalize_manifest(manifest) if manifest.is_file() else []
+    recorded_root = next((r.root for r in reversed(previous) if r.root), None)
+    chosen_root = resolve_root(samples, root, recorded_root)
+    if recorded_root and Path(recorded_root) != chosen_root:
+        raise DatasetError(
+            f"{out} holds samples named relative to {recorded_root}; this run would name them "
+            f"relative to {chosen_root}: give --root {recorded_root} or another output folder",
+            file=out,
+        )
+    done = {r.sample: r for r in previous} if resume else {}
     results = []
     with progress_bar("generalize", progress) as bar:
         task = bar.add_task("", total=len(samples))
-        for path, name in zip(samples, sample_names(samples), strict=True):
+        for path, name in zip(samples, sample_names(samples, chosen_root), strict=True):
             bar.update(task, description=name)
-            previous = done.get(str(path))
+            before = done.get(str(path))
             if (
-                previous is not None
-                and previous.status == "ok"
-                and previous.graph_hash == load_sample(path).graph_hash
+                before is not None
+                and before.status == "ok"
+                and before.graph_hash == load_sample(path).graph_hash
             ):
-                results.append(previous)
+                results.append(before)
             else:
                 result = generalize_sample(path, out / name, **options)
+                result.name, result.root = name, str(chosen_root)
+                if catalog is not None:
+                    _record_variants(catalog, result)
                 append_jsonl(manifest, result.to_dict())
                 results.append(result)
             bar.advance(task)
     return results
+
+
+def _record_variants(catalog: Any, result: GeneralizeResult) -> None:
+    for v in result.variants:
+        if v.status is not VariantStatus.WRITTEN:
+            continue
+        try:
+            sample = load_sample(v.path)
+            catalog.add_sample(
+                v.path,
+                kind=sample_kind(sample),
+                provenance=sample_provenance(sample),
+                sample=sample,
+            )
+        except PassnetError as exc:
+            log.warning("catalog: cannot record variant %s: %s", v.path, exc)

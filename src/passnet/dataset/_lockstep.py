@@ -11,7 +11,7 @@ the parent's outputs).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -69,6 +69,33 @@ def _clone(v: Any) -> Any:
     return v.clone() if isinstance(v, torch.Tensor) else v
 
 
+def _release_plan(
+    parent: ParentGraph, subgraphs: Sequence[Subgraph], *, keep_all: bool
+) -> dict[int, list[torch.fx.Node]]:
+    """Unit index → the values that nothing needs after that unit: no later unit reads them
+    (directly or through a floating node, which is computed when a unit needs it) and no
+    range still has to compare them. Floating values (sizes, constants) and the parent's
+    outputs stay; with ``keep_all`` nothing goes."""
+    if keep_all:
+        return {}
+    need: dict[torch.fx.Node, int] = {}
+    for unit in parent.units:
+        for n in unit.nodes:
+            need.setdefault(n, unit.index)
+            for dep in parent.direct_deps(n):
+                need[dep] = max(need.get(dep, -1), unit.index)
+    for sub in subgraphs:
+        for n in sub.outputs:
+            need[n] = max(need.get(n, -1), sub.range.stop - 1)
+    returned = parent._returned
+    plan: dict[int, list[torch.fx.Node]] = {}
+    for n, last in need.items():
+        if n in parent.floating or n in returned:
+            continue
+        plan.setdefault(last, []).append(n)
+    return plan
+
+
 def run_lockstep(
     parent: ParentGraph,
     subgraphs: Sequence[Subgraph],
@@ -101,20 +128,25 @@ def run_lockstep(
     )
     values = list(inputs) if inputs is not None else parent.replay_inputs()
     runner = NodeRunner(parent.gm, parent.placeholders, [_clone(v) for v in values])
-    chain: dict[torch.fx.Node, Any] = dict(
-        zip(parent.placeholders, [_clone(v) for v in values], strict=True)
+    chain: dict[torch.fx.Node, Any] = (
+        dict(zip(parent.placeholders, [_clone(v) for v in values], strict=True))
+        if feed_forward
+        else {}
     )
+    del values
+    release_after = _release_plan(parent, ordered, keep_all=feed_forward)
     checks: list[RangeCheck] = []
     starts: dict[int, list[Subgraph]] = {}
     for s in ordered:
         starts.setdefault(s.range.start, []).append(s)
     by_stop: dict[int, list[tuple[Subgraph, dict[torch.fx.Node, Any], RangeCheck]]] = {}
+    metas: dict[tuple[torch.fx.Node, int, int], TensorMeta] = {}
     with torch.no_grad():
         for unit in parent.units:
             for sub in starts.get(unit.index, ()):
                 check = RangeCheck(sub.range, ok=True)
                 fed: dict[torch.fx.Node, Any] = {}
-                for a in sub.inputs:
+                for a, name in zip(sub.inputs, sub.input_names, strict=True):
                     if a.op == "get_attr":
                         fed[a] = runner.ensure(a)
                     elif feed_forward and a in chain:
@@ -127,10 +159,12 @@ def run_lockstep(
                         and a.op != "placeholder"
                         and isinstance(current, torch.Tensor)
                     ):
-                        name = sub.input_names[sub.inputs.index(a)]
-                        check.input_metas[name] = tensor_meta_from_value(
-                            name, current, parent.meta_device
-                        )
+                        # Ranges starting where a value is the same share its statistics
+                        # (the version counter tells an in-place write apart).
+                        key = (a, id(current), current._version)
+                        if key not in metas:
+                            metas[key] = tensor_meta_from_value(a.name, current, parent.meta_device)
+                        check.input_metas[name] = replace(metas[key], name=name)
                 by_stop.setdefault(sub.range.stop, []).append((sub, fed, check))
             for n in unit.nodes:
                 runner.ensure(n)
@@ -161,6 +195,8 @@ def run_lockstep(
                         check.outputs_finite &= bool(torch.isfinite(value).all())
                     if feed_forward:
                         chain[node] = value
+                del fed
+            runner.release(release_after.get(unit.index, ()))
         if not feed_forward:
             return checks, (True, "")
         failed = next((c for c in checks if not c.ok), None)

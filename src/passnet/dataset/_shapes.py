@@ -18,8 +18,10 @@ A node that still fails to run raises :class:`GeneralizeError` naming it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -102,17 +104,46 @@ def _new_view_sizes(
             continue
         if any(sizes[k] == -1 for k in gj):
             continue  # the -1 absorbs the change
-        ratio = new_p / old_p
-        for k in gj:
-            s = sizes[k]
-            if s in scale and scale[s] / s == ratio:
-                out[k] = scale[s]
-                break
-        else:
+        follow = _sizes_that_follow([sizes[k] for k in gj], Fraction(new_p, old_p), scale)
+        if follow is None:
             raise GeneralizeError(
                 f"cannot tell which of the sizes {[sizes[k] for k in gj]} follows the change"
             )
+        for k, size in follow.items():
+            out[gj[k]] = size
     return out
+
+
+def _sizes_that_follow(
+    sizes: Sequence[int], ratio: Fraction, scale: dict[int, int]
+) -> dict[int, int] | None:
+    """Which literal sizes of a view group change, and to what, so that the group's product
+    changes by ``ratio``; None when that cannot be told.
+
+    First, sizes equal to a symbol's old value take its new value: the fewest such sizes,
+    the first ones among equals. One symbol can stand for several sizes: a square
+    ``S×S`` grid flattened into ``S*S`` tokens and viewed back is ``view(..., 224, 224)``,
+    both following ``S``. Failing that, a square grid whose side is derived from the
+    symbol (``56 = 224 / 4`` after a stride-4 patch embedding): ``k`` equal sizes that,
+    each scaled by the symbol's factor, change the product by ``ratio`` (the factor to the
+    ``k``-th power) all scale.
+    """
+    candidates = [k for k, s in enumerate(sizes) if s in scale]
+    for count in range(1, len(candidates) + 1):
+        for chosen in itertools.combinations(candidates, count):
+            if math.prod(Fraction(scale[sizes[k]], sizes[k]) for k in chosen) == ratio:
+                return {k: scale[sizes[k]] for k in chosen}
+    factors = {Fraction(new, old) for old, new in scale.items()}
+    if len(factors) != 1:
+        return None
+    (factor,) = factors
+    for value in dict.fromkeys(s for s in sizes if s > 1):
+        positions = [k for k, s in enumerate(sizes) if s == value]
+        if len(positions) > 1 and factor ** len(positions) == ratio:
+            new = value * factor
+            if new.denominator == 1:
+                return {k: int(new) for k in positions}
+    return None
 
 
 def _new_expand_sizes(
@@ -255,26 +286,41 @@ def run_graph(
     *,
     old_shapes: dict[str, Any] | None = None,
     scale: dict[int, int] | None = None,
+    shapes_out: dict[str, Any] | None = None,
+    keep_outputs: bool = True,
 ) -> tuple[dict[str, Any], int, Any]:
     """Run a graph node by node; with ``old_shapes`` and ``scale``, rewrite literal sizes first.
 
     Returns node name → shape(s), the number of rewritten nodes, and the outputs.
+    ``shapes_out`` (a dict) receives the shapes as they are found, so a caller still has
+    those of the nodes that ran before a :class:`GeneralizeError`. Values are dropped after
+    their last use; with ``keep_outputs=False`` the outputs too (the result is None).
+    Inside a ``FakeTensorMode`` (fake inputs) nothing is computed: only shapes.
     """
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     interp = torch.fx.Interpreter(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     env: dict[torch.fx.Node, Any] = dict(zip(placeholders, inputs, strict=True))
     interp.env = env
-    shapes: dict[str, Any] = {}
+    shapes: dict[str, Any] = shapes_out if shapes_out is not None else {}
     rewritten = 0
     result = None
+    last_reader: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in gm.graph.nodes:
+        for a in node.all_input_nodes:
+            last_reader[a] = node
+    dead_after: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for value, reader in last_reader.items():
+        if reader.op != "output" or not keep_outputs:
+            dead_after.setdefault(reader, []).append(value)
     with torch.no_grad():
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 shapes[node.name] = shapes_of(env[node])
                 continue
             if node.op == "output":
-                result = interp.fetch_args_kwargs_from_env(node)[0][0]
+                if keep_outputs:
+                    result = interp.fetch_args_kwargs_from_env(node)[0][0]
                 break
             if old_shapes is not None and scale is not None:
                 try:
@@ -290,4 +336,9 @@ def run_graph(
                     node=node.name,
                 ) from exc
             shapes[node.name] = shapes_of(env[node])
+            for dead in dead_after.get(node, ()):
+                env.pop(dead, None)
+            if not node.users:
+                env.pop(node, None)
+    env.clear()
     return shapes, rewritten, result

@@ -28,12 +28,12 @@ from __future__ import annotations
 import builtins
 import functools
 import logging
+import math
 import operator
-import os
 import re
 import textwrap
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,9 +64,9 @@ __all__ = [
     "copy_parent_graph",
     "extract_subgraph",
     "iter_partition",
+    "last_uses",
     "op_name",
     "render_model_source",
-    "sample_names",
     "tensor_meta_from_value",
     "trace_parent",
     "unit_ranges",
@@ -177,6 +177,10 @@ class ParentGraph:
     """Cut ``c`` (between units c-1 and c) where a non-tensor value would cross."""
     device: str = "cpu"
     seed: int = 0
+    tensor_specs: dict[torch.fx.Node, tuple[list[int], torch.dtype]] = field(
+        default_factory=dict, repr=False
+    )
+    """Shape and dtype of every tensor value of the run (no values are kept)."""
     _consumers: dict[torch.fx.Node, set[int]] = field(default_factory=dict, repr=False)
     _returned: set[torch.fx.Node] = field(default_factory=set, repr=False)
     _closure_cache: dict[torch.fx.Node, frozenset[torch.fx.Node]] = field(
@@ -234,7 +238,11 @@ def _value_kind(value: Any) -> str:
 
 
 class NodeRunner:
-    """Runs parent nodes in any topological order (units first, floating nodes on demand)."""
+    """Runs parent nodes in any topological order (units first, floating nodes on demand).
+
+    :meth:`release` drops values nobody will read again, so a run holds the live values
+    of the graph, not all of them (a segmentation network's activations are gigabytes).
+    """
 
     def __init__(
         self, gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node], inputs: Sequence[Any]
@@ -243,6 +251,11 @@ class NodeRunner:
         self.interp = torch.fx.Interpreter(gm)
         self.env: dict[torch.fx.Node, Any] = dict(zip(placeholders, inputs, strict=True))
         self.interp.env = self.env
+
+    def release(self, nodes: Iterable[torch.fx.Node]) -> None:
+        """Forget the values of ``nodes`` (computed again by :meth:`ensure` if asked for)."""
+        for n in nodes:
+            self.env.pop(n, None)
 
     def ensure(self, node: torch.fx.Node) -> Any:
         if node in self.env:
@@ -278,23 +291,51 @@ def trace_parent(sample: str | Path | Sample, device: str = "cpu", seed: int = 0
     if device != "cpu":
         _retarget_devices(gm, device)
     runner = NodeRunner(gm, placeholders, inputs)
+    del inputs
     kinds: dict[torch.fx.Node, str] = {}
+    specs: dict[torch.fx.Node, tuple[list[int], torch.dtype]] = {}
+    dead_after = last_uses(gm.graph)
     with torch.no_grad():
         for node in gm.graph.nodes:
-            if node.op in ("placeholder", "output"):
-                if node.op == "placeholder":
-                    kinds[node] = _value_kind(runner.env[node])
+            if node.op == "output":
                 continue
-            try:
-                kinds[node] = _value_kind(runner.ensure(node))
-            except Exception as exc:  # noqa: BLE001 - any eager failure means the sample is broken
-                raise SampleError(
-                    f"eager run fails at node {node.name} ({op_name(node)}): {type(exc).__name__}: {exc}",
-                    sample=s.path,
-                    file="model.py",
-                    node=node.name,
-                ) from exc
-    return _split_units(s, gm, placeholders, kinds, device, seed)
+            if node.op == "placeholder":
+                value = runner.env[node]
+            else:
+                try:
+                    value = runner.ensure(node)
+                except Exception as exc:  # noqa: BLE001 - any eager failure means the sample is broken
+                    raise SampleError(
+                        f"eager run fails at node {node.name} ({op_name(node)}): {type(exc).__name__}: {exc}",
+                        sample=s.path,
+                        file="model.py",
+                        node=node.name,
+                    ) from exc
+            kinds[node] = _value_kind(value)
+            if isinstance(value, torch.Tensor):
+                specs[node] = (list(value.shape), value.dtype)
+            del value
+            runner.release(dead_after.get(node, ()))
+            if not node.users:
+                runner.release((node,))
+    runner.env.clear()
+    parent = _split_units(s, gm, placeholders, kinds, device, seed)
+    parent.tensor_specs = specs
+    return parent
+
+
+def last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """Node → the nodes whose last reader it is (their values can go once it has run).
+    Values the output returns, and values nobody reads, are never listed."""
+    last: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph.nodes:
+        for a in node.all_input_nodes:
+            last[a] = node
+    out: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for value, reader in last.items():
+        if reader.op != "output":
+            out.setdefault(reader, []).append(value)
+    return out
 
 
 def _retarget_devices(gm: torch.fx.GraphModule, device: str) -> None:
@@ -596,14 +637,6 @@ def copy_parent_graph(
     return graph, env
 
 
-def sample_names(paths: Sequence[Path]) -> list[str]:
-    """Output folder names for a batch: paths relative to their common folder (one sample: its name)."""
-    if len(paths) == 1:
-        return [paths[0].name]
-    root = Path(os.path.commonpath([str(p.resolve()) for p in paths]))
-    return [str(p.resolve().relative_to(root)) or p.name for p in paths]
-
-
 def canonical_hash(model_source: str, metas: Sequence[TensorMeta]) -> str:
     """Part 1's canonical graph hash of a sample that is not written yet (``model.py`` + metadata)."""
     sample = Sample(
@@ -690,13 +723,17 @@ def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") 
     if dtype.is_complex:
         meta.mean, meta.std = 0.0, 1.0
         return meta
-    flat = (t if t.dtype == torch.float64 else t.float()).flatten()
-    finite = torch.isfinite(flat)
-    if not bool(finite.all()):
-        flat = flat[finite]
+    flat = (t if t.dtype in (torch.float32, torch.float64) else t.float()).flatten()
+    # One pass when every value is finite (the usual case): a NaN or inf would make the
+    # mean or std non-finite, and only then are the finite values picked out.
+    std, mean = torch.std_mean(flat) if flat.numel() > 1 else (None, None)
+    if std is None or not (math.isfinite(float(std)) and math.isfinite(float(mean))):
+        finite = torch.isfinite(flat)
+        if not bool(finite.all()):
+            flat = flat[finite]
+        std, mean = torch.std_mean(flat) if flat.numel() > 1 else (None, None)
     if flat.numel():
         if flat.numel() > 1:
-            std, mean = torch.std_mean(flat.double())
             meta.mean, meta.std = float(mean), float(std)
         else:
             meta.mean, meta.std = float(flat[0]), 0.0

@@ -40,7 +40,14 @@ from torch.fx.passes.split_module import split_module
 
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
-from passnet.errors import DatasetError, InputFormatError, PassnetError, SampleError, TooLarge
+from passnet.errors import (
+    ChildStartError,
+    DatasetError,
+    InputFormatError,
+    PassnetError,
+    SampleError,
+    TooLarge,
+)
 from passnet.evaluate import check_fits
 from passnet.record import read_jsonl
 from passnet.sample import (
@@ -655,7 +662,7 @@ def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> Validat
     from passnet.evaluate import run_isolated
 
     started = time.perf_counter()
-    outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s)
+    outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s, capture_stderr=True)
     if outcome.result is not None:
         return ValidationReport.from_dict(outcome.result)
     how = (
@@ -663,12 +670,22 @@ def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> Validat
         if outcome.timed_out
         else f"died ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
     )
+    last_words = _last_line(outcome.stderr_tail)
     checks = _Checks()
-    checks.fail(Constraint.RUNNABLE, f"validation process {how} while checking the sample")
+    checks.fail(
+        Constraint.RUNNABLE,
+        f"validation process {how} while checking the sample"
+        + (f": {last_words}" if last_words else ""),
+    )
     for c in Constraint:
         if c is not Constraint.RUNNABLE:
             checks.skip(c, f"validation process {how}")
     return checks.report(Path(path), started)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def validate_samples(
@@ -684,7 +701,10 @@ def validate_samples(
 
     ``on_report`` sees each report as soon as it exists (write it, show progress).
     With ``isolated`` (the default) each sample is checked in its own child process,
-    so a segfault or a hang in sample code ends as a failed report.
+    so a segfault or a hang in sample code ends as a failed report (with the last line
+    the child wrote to its stderr). A child that cannot be started at all is no finding
+    about a sample: :class:`~passnet.errors.ChildStartError` ends the batch, naming the
+    cause (the reports so far are kept; a re-run resumes).
     """
     skip = set(done)
     reports = []
@@ -697,6 +717,8 @@ def validate_samples(
                 if isolated
                 else validate_sample(path, seed=seed)
             )
+        except ChildStartError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a validator bug on one sample must not end the batch
             log.exception("validator failed on %s", path)
             checks = _Checks()

@@ -20,18 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from passnet.errors import ChildStartError
 
 __all__ = [
     "FORKSERVER_PRELOAD",
@@ -160,6 +167,9 @@ class ChildOutcome:
     from_provisional: bool = False
     """The child died or timed out after sending a provisional result (before optional
     extra work, such as replay timing): ``result`` is that one."""
+    stderr_tail: str = ""
+    """With ``capture_stderr``: the end of what the child wrote to its stderr (a Python
+    traceback, a C++ abort message), or, for a child that never started, why not."""
 
     @property
     def signal_name(self) -> str | None:
@@ -205,8 +215,13 @@ def _die_with_the_harness() -> None:
         os._exit(1)
 
 
-def _entry(conn: Any, target: Any, args: tuple[Any, ...]) -> None:
+def _entry(conn: Any, target: Any, args: tuple[Any, ...], stderr_path: str | None = None) -> None:
     _die_with_the_harness()
+    if stderr_path is not None:
+        fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        sys.stderr.flush()
+        os.dup2(fd, 2)
+        os.close(fd)
 
     def send(msg: tuple[str, Any]) -> None:
         conn.send(msg)
@@ -224,6 +239,7 @@ def run_isolated(
     *,
     fixed_layout: bool | None = None,
     on_stage: Callable[[str], None] | None = None,
+    capture_stderr: bool = False,
 ) -> ChildOutcome:
     """Run ``target(*args, send)`` in a child; ``send(("stage", name))`` / ``send(("result", dict))``.
 
@@ -231,14 +247,76 @@ def run_isolated(
     time before its final one (:attr:`ChildOutcome.from_provisional`). ``fixed_layout``:
     the child's address-space layout is the same in every run (True), randomized (False),
     or whatever the running forkserver gives (None; fixed when it is first started).
-    ``on_stage(name)`` is called as each stage message arrives (progress for a person)."""
+    ``on_stage(name)`` is called as each stage message arrives (progress for a person).
+    ``capture_stderr``: the child's stderr goes to a file instead of the harness's, and
+    its end comes back as :attr:`ChildOutcome.stderr_tail`.
+
+    Raises :class:`~passnet.errors.ChildStartError`, with the cause, when no child can be
+    started (the forkserver ended: a module it preloads fails to import, say)."""
     global _live_children
     ctx = _acquire(fixed_layout)
     try:
-        return _run(ctx, target, args, timeout_s, on_stage)
+        return _run(ctx, target, args, timeout_s, on_stage, capture_stderr)
     finally:
         with _ctx_lock:
             _live_children -= 1
+
+
+_STDERR_TAIL_CHARS = 4000
+
+
+def _traceback_tail(text: str) -> str:
+    """The exception line of a traceback and the innermost place it names."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    places = [line.strip() for line in lines if line.lstrip().startswith('File "')]
+    return lines[-1].strip() + (f" ({places[-1]})" if places else "")
+
+
+def _start_failure(target: Any) -> str:
+    """Why a child cannot start, found as the forkserver and the child would meet it: a
+    fresh interpreter (same executable, flags, environment and folder as the forkserver)
+    imports the forkserver's preloads, then, with this process's ``sys.path`` (what a
+    child gets), the target's module. The failing import's exception and file say why."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    preload = list(getattr(server, "_preload_modules", None) or FORKSERVER_PRELOAD)
+    script = (
+        "import importlib, json, sys\n"
+        "for name in json.loads(sys.argv[1]):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"  # skipped by the forkserver too
+        "        pass\n"
+        "sys.path[:] = json.loads(sys.argv[2])\n"
+        "importlib.import_module(sys.argv[3])\n"
+    )
+    module = getattr(target, "__module__", None) or "__main__"
+    flags = multiprocessing.util._args_from_interpreter_flags()
+    try:
+        probe = subprocess.run(
+            [
+                sys.executable,
+                *flags,
+                "-c",
+                script,
+                json.dumps(preload),
+                json.dumps(sys.path),
+                module,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=_START_BUDGET_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the forkserver ended, and a probe of its imports could not run ({exc})"
+    if probe.returncode != 0:
+        return f"importing the modules a child needs fails: {_traceback_tail(probe.stderr)}"
+    return (
+        "the forkserver ended without starting it, though its modules import in a fresh "
+        "interpreter (its own message, if any, is on this process's stderr)"
+    )
 
 
 def _run(
@@ -247,11 +325,25 @@ def _run(
     args: tuple[Any, ...],
     timeout_s: float,
     on_stage: Callable[[str], None] | None,
+    capture_stderr: bool = False,
 ) -> ChildOutcome:
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
-    proc = ctx.Process(target=_entry, args=(child_conn, target, args), daemon=True)
-    proc.start()
+    stderr_path = (
+        os.path.join(tempfile.gettempdir(), f"passnet-child-{os.getpid()}-{uuid.uuid4().hex}.err")
+        if capture_stderr
+        else None
+    )
+    proc = ctx.Process(target=_entry, args=(child_conn, target, args, stderr_path), daemon=True)
+    try:
+        proc.start()
+    except (EOFError, ConnectionError, OSError) as exc:
+        child_conn.close()
+        parent_conn.close()
+        raise ChildStartError(
+            f"cannot start a child process: {_start_failure(target)}",
+            target=f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}",
+        ) from exc
     child_conn.close()
     # The timeout counts from the child's first message: the forkserver's own start
     # (seconds, paid by the first child of a run) is the harness's, not the evaluation's.
@@ -292,6 +384,15 @@ def _run(
     proc.join(timeout=30)
     parent_conn.close()
     from_provisional = result is None and provisional is not None
+    stderr_tail = ""
+    if stderr_path is not None:
+        stderr_tail = _read_tail(stderr_path)
+        if result is None and started_s < 0 and not os.path.exists(stderr_path):
+            # The child ended before it ran a line of ours: it could not unpickle its
+            # target (an import failed) or the forkserver could not fork it.
+            stderr_tail = f"the child never started: {_start_failure(target)}"
+        with contextlib.suppress(OSError):
+            os.unlink(stderr_path)
     return ChildOutcome(
         result=result if result is not None else provisional,
         from_provisional=from_provisional,
@@ -300,4 +401,16 @@ def _run(
         timed_out=timed_out,
         started_s=max(started_s, 0.0),
         stages=stages,
+        stderr_tail=stderr_tail,
     )
+
+
+def _read_tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - _STDERR_TAIL_CHARS))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

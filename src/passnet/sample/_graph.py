@@ -88,6 +88,7 @@ _SITE_DIRS = tuple(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # realpath per traced node made tracing slow
 def _internal(filename: str) -> bool:
     if filename.startswith("<"):  # generated code (<string>, <eval_with_key>): no file to show
         return True

@@ -1,0 +1,69 @@
+"""Where a batch stage writes each sample: ``OUT/<name>/``, ``name`` its place under a root.
+
+``decompose`` and ``generalize`` write each sample's outputs under ``OUT/<name>/``, where
+``name`` is the sample folder's path relative to a **root** folder. The root does not
+depend on which other samples are in the batch, so a corpus processed whole or in
+chunks (resumed across stops, split over machines) writes the same files:
+
+1. the root the caller names (``--root``);
+2. else the root recorded in ``OUT``'s records by an earlier run, if every sample lies
+   under it: a later chunk into the same ``OUT`` lands where the whole run put it;
+3. else the common folder of the samples' parent folders: the corpus folder for a
+   corpus (``OUT/mmseg/OCRNet_R101``), the folder holding it for one sample.
+
+A sample outside the root, or two samples given one name, is a
+:class:`~passnet.errors.DatasetError` raised before any work starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from passnet.errors import DatasetError
+
+__all__ = ["resolve_root", "sample_names"]
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def resolve_root(
+    samples: Sequence[Path], root: str | Path | None = None, recorded: str | Path | None = None
+) -> Path:
+    """The root the samples are named relative to (resolved), by the rules of the module."""
+    resolved = [p.resolve() for p in samples]
+    if root is not None:
+        return Path(root).resolve()
+    if recorded:
+        rec = Path(recorded).resolve()
+        if all(_under(p, rec) and p != rec for p in resolved):
+            return rec
+    if not resolved:
+        return Path.cwd().resolve()
+    return Path(os.path.commonpath([str(p.parent) for p in resolved]))
+
+
+def sample_names(samples: Sequence[Path], root: Path) -> list[str]:
+    """Each sample's path relative to ``root`` (POSIX separators)."""
+    names: list[str] = []
+    seen: dict[str, Path] = {}
+    for p in samples:
+        real = p.resolve()
+        if not _under(real, root) or real == root:
+            raise DatasetError(
+                f"sample is not under the root {root}: name a root that holds every sample "
+                "(--root)",
+                sample=p,
+            )
+        name = real.relative_to(root).as_posix()
+        if name in seen and seen[name] != real:
+            raise DatasetError(
+                f"two samples would be written to one folder {name!r}: {seen[name]} and {real}",
+                sample=p,
+            )
+        seen[name] = real
+        names.append(name)
+    return names
