@@ -152,6 +152,25 @@ def test_graphed_call_replays_with_new_inputs_copied_in() -> None:
 
 
 @pytest.mark.gpu
+def test_many_inputs_of_mixed_dtypes_are_all_copied_in_before_a_replay() -> None:
+    # the copies are batched per dtype: every input's new value must still arrive
+    floats = [torch.randn(3, i + 1, device="cuda") for i in range(40)]
+    halves = [torch.randn(5, device="cuda", dtype=torch.float16) for _ in range(7)]
+    index = torch.tensor([2, 0, 1], device="cuda")
+
+    def fn(*xs: torch.Tensor) -> torch.Tensor:
+        total = sum(x.sum() for x in xs[:40]) + sum(h.float().sum() for h in xs[40:47])
+        return total * xs[47].float()
+
+    call = GraphedCall(fn, [*floats, *halves, index])
+    new = [torch.randn_like(x) for x in floats] + [torch.randn_like(h) for h in halves]
+    new_index = torch.tensor([5, 6, 7], device="cuda")
+    torch.testing.assert_close(call(*new, new_index), fn(*new, new_index))
+    with pytest.raises(ValueError, match="got 47 inputs where it was captured with 48"):
+        call(*new)
+
+
+@pytest.mark.gpu
 def test_parameters_are_replayed_in_place_and_a_moved_one_re_records() -> None:
     w = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
     x = torch.randn(4, 32, device="cuda")

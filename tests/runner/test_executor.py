@@ -239,3 +239,25 @@ def test_closing_a_pipelined_run_early_ends_its_threads(tmp_path: Path) -> None:
     next(results)
     results.close()
     assert threading.active_count() == before
+
+
+def test_a_pipelined_run_with_more_preparers_than_room_ends(tmp_path: Path) -> None:
+    # Six preparers, one slot with room for two graphs: at the end, preparers wait for
+    # room that no evaluation will free; ending the run must wake them all (a run of the
+    # 29 dev graphs with --prepare-workers 6 on one GPU once hung here after its last
+    # record).
+    items = _items(5)
+    executor = LocalExecutor(
+        ["a"], evaluate=PreparedEvaluations({}), prepare=FakePreparations(0.01), prepare_workers=6
+    )
+    before = threading.active_count()
+    done: list[EvalRecord] = []
+    runner = threading.Thread(
+        target=lambda: done.extend(executor.run([EvalJob(i, "eager") for i in items])),
+        daemon=True,
+    )
+    runner.start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "the pipelined run did not end after its last record"
+    assert sorted(r.graph for r in done) == sorted(i.label for i in items)
+    assert threading.active_count() == before

@@ -221,9 +221,11 @@ class _Pipeline:
         self.room = threading.Semaphore(owner.lookahead * len(slots))
         self.out: queue.Queue[Any] = queue.Queue()
         self.threads: list[threading.Thread] = []
+        self.preparers = 0
 
     def records(self) -> Iterator[EvalRecord]:
-        workers = [self._preparer] * min(self.owner.prepare_workers, len(self.jobs))
+        self.preparers = min(self.owner.prepare_workers, len(self.jobs))
+        workers = [self._preparer] * self.preparers
         for target in workers:
             self.threads.append(threading.Thread(target=self._guarded, args=(target,), daemon=True))
         for device in self.owner.pool.slots:
@@ -245,8 +247,8 @@ class _Pipeline:
         for device in self.devices:
             for _ in range(self.slots_of[device]):
                 self.ready[device].put(_DONE)
-        for _ in range(len(self.owner.pool.slots) * self.owner.lookahead):
-            self.room.release()  # wake preparers waiting for room
+        for _ in range(self.preparers):
+            self.room.release()  # wake every preparer that may be waiting for room
         for thread in self.threads:
             thread.join()
 
