@@ -212,3 +212,14 @@ class DiesWhileCapturing(Compiler):
             return module(*args)
 
         return run
+
+
+class HostMemoryHog(Compiler):
+    """Allocates (and touches) more host memory than the machine has available."""
+
+    def compile(self, module, example_inputs):
+        from passnet.evaluate import available_bytes
+
+        too_much = int(1.5 * (available_bytes("cpu") or 2**40))
+        torch.ones(too_much // 4, dtype=torch.float32)
+        return module

@@ -385,3 +385,13 @@ def test_a_sample_too_large_for_the_machine_is_skipped_before_anything_is_alloca
     assert rec.error is not None and rec.error.stage == "load"
     assert "an evaluation holds them 3 times" in rec.error.message
     assert int(rec.error.context["needed_bytes"]) == 3 * 4 * 2**40
+
+
+def test_running_out_of_host_memory_is_too_large_not_an_oom_kill(fast: EvalSettings) -> None:
+    # The CPU child bounds its data segment to the memory available when it starts: an
+    # allocation beyond fails in the child, which names the stage, where the kernel's OOM
+    # killer would have sent SIGKILL (a 1B-parameter corpus graph did exactly that).
+    rec = evaluate_sample(MLP, faulty("HostMemoryHog"), device="cpu", settings=fast)
+    assert rec.status is Status.TOO_LARGE, rec.error
+    assert "ran out of memory during stage 'compile'" in rec.error.message
+    assert int(rec.error.context["memory_limit_bytes"]) > 0

@@ -25,7 +25,7 @@ from passnet.errors import DeviceUnavailable, NondeterministicSample, PassnetErr
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
-from passnet.evaluate._memory import check_fits
+from passnet.evaluate._memory import bound_memory, check_fits, out_of_host_memory
 from passnet.evaluate._prepare import cache_counters
 from passnet.evaluate._roofline import ceilings, graph_work, roofline
 from passnet.evaluate._settings import EvalSettings
@@ -165,11 +165,26 @@ def run_child(request: ChildRequest, send: Send) -> None:
         status = _status_for(exc, stage.name, request.compiler)
         result["status"] = status.value
         result["error"] = _error(exc, stage.name)
-        if status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and loaded:
+        if loaded.get("memory_limit") and out_of_host_memory(exc):
+            _out_of_memory_at_limit(result, loaded["memory_limit"], stage.name)
+        elif status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and "module" in loaded:
             _blame_the_sample(result, loaded, stage, exc)
     stage.enter("done")
     result["phases_s"] = stage.phases
     send(("result", result))
+
+
+def _out_of_memory_at_limit(result: dict[str, Any], limit: int, stage: str) -> None:
+    """The CPU child ran out of the memory that was available when it started: the sample
+    does not fit this machine (``too_large``), whichever side was running."""
+    result["status"] = Status.TOO_LARGE.value
+    error = result["error"]
+    error["context"]["memory_limit_bytes"] = str(limit)
+    error["message"] = (
+        f"ran out of memory during stage '{stage}' at {limit / 2**30:.1f} GiB, the memory "
+        "available when the evaluation started: run it on a machine with more memory "
+        f"({error['message'].splitlines()[0][:200] if error['message'] else error['type']})"
+    )
 
 
 def _blame_the_sample(
@@ -233,6 +248,7 @@ def _evaluate(
     stage.enter("load")
     sample = load_sample(req.sample_path)
     check_fits(sample, device)  # from the metadata, before any tensor exists
+    loaded["memory_limit"] = bound_memory(device)  # CPU: fail an allocation, not be killed
     module = sample.build_module(device)
     inputs1 = sample.replay_inputs(device, s.seed)
     inputs2 = sample.replay_inputs(device, s.seed + 1)

@@ -6,12 +6,16 @@ tensors alone would not fit that many times in the memory the device has free is
 evaluated: it ends as ``too_large`` (:class:`~passnet.errors.TooLarge`), where running it
 would end in an out-of-memory kill of the child (or, on a machine without swap
 headroom, of whatever else the kernel picks). Activations come on top and are not
-known from metadata: a sample that passes can still run out of memory, and then ends as
-the failure it is.
+known from metadata: a sample that passes can still run out of memory. On the CPU the
+child therefore bounds its own data segment to the memory available when it starts
+(:func:`bound_memory`): an allocation beyond it fails inside the child, which ends as
+``too_large`` naming the stage, instead of the kernel's OOM killer ending the child with
+SIGKILL (or ending something else).
 """
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +24,7 @@ from passnet.errors import TooLarge
 if TYPE_CHECKING:
     from passnet.sample import Sample
 
-__all__ = ["COPIES", "available_bytes", "check_fits"]
+__all__ = ["COPIES", "available_bytes", "bound_memory", "check_fits", "out_of_host_memory"]
 
 COPIES = 3
 """How many times an evaluation holds a sample's tensors at once (two draws, call clones)."""
@@ -63,6 +67,37 @@ def check_fits(sample: Sample, device: str, copies: int = COPIES) -> None:
         needed_bytes=needed,
         available_bytes=available,
     )
+
+
+def bound_memory(device: str) -> int | None:
+    """On the CPU, limit this process's data segment (``RLIMIT_DATA``) to the memory
+    available now, so that running out fails an allocation here instead of drawing the
+    kernel's OOM killer; the limit set (bytes), or None (CUDA, or nothing to go by)."""
+    if device.startswith("cuda"):
+        return None
+    available = available_bytes(device)
+    if not available:
+        return None
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = available if hard == resource.RLIM_INFINITY else min(available, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    return soft
+
+
+_OOM_MARKS = ("can't allocate memory", "cannot allocate memory", "not enough memory", "bad_alloc")
+
+
+def out_of_host_memory(exc: BaseException) -> bool:
+    """An allocation in host memory failed somewhere in the exception's chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).lower()
+        if isinstance(current, MemoryError) or any(mark in text for mark in _OOM_MARKS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _gib(n: int) -> str:
