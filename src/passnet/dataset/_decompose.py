@@ -50,7 +50,7 @@ import torch
 from passnet.dataset._fold import Folding, apply_folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import SymbolicDims, infer_symbolic_dims
-from passnet.dataset._layout import resolve_root, sample_names
+from passnet.dataset._layout import output_root, sample_names
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._subgraph import (
@@ -1014,13 +1014,7 @@ def decompose_samples(
     manifest = out / MANIFEST
     previous = read_decompose_manifest(manifest) if manifest.is_file() else []
     recorded_root = next((r.root for r in reversed(previous) if r.root), None)
-    chosen_root = resolve_root(samples, root, recorded_root)
-    if recorded_root and Path(recorded_root) != chosen_root:
-        raise DatasetError(
-            f"{out} holds samples named relative to {recorded_root}; this run would name them "
-            f"relative to {chosen_root}: give --root {recorded_root} or another output folder",
-            file=out,
-        )
+    chosen_root = output_root(out, samples, root, recorded_root)
     names = sample_names(samples, chosen_root)
     folding = (
         Folding.from_json(Path(motifs).read_text()) if isinstance(motifs, (str, Path)) else motifs

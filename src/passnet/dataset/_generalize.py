@@ -46,7 +46,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
-from passnet.dataset._layout import resolve_root, sample_names
+from passnet.dataset._layout import output_root, sample_names
 from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._subgraph import (
@@ -57,7 +57,7 @@ from passnet.dataset._subgraph import (
     trace_parent,
 )
 from passnet.dataset._variants import dtype_candidates, write_first_runnable
-from passnet.errors import DatasetError, PassnetError
+from passnet.errors import PassnetError
 from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import (
     Constraints,
@@ -273,20 +273,13 @@ class _ShapeContext:
             )
         graph, _ = copy_parent_graph(self.parent)
         metas = self.variant_metas(sizes, shapes, examples)
-        if fake:
-            with _fake_errors_quiet(), FakeTensorMode(shape_env=ShapeEnv()):
-                node_shapes, rewritten, _ = run_graph(
-                    graph,
-                    self.fake_inputs(metas),
-                    old_shapes=self.old_shapes,
-                    scale=scale,
-                    shapes_out=shapes_out,
-                    keep_outputs=False,
-                )
-        else:
+        with contextlib.ExitStack() as stack:
+            if fake:  # the inputs are made inside the fake mode
+                stack.enter_context(_fake_errors_quiet())
+                stack.enter_context(FakeTensorMode(shape_env=ShapeEnv()))
             node_shapes, rewritten, _ = run_graph(
                 graph,
-                self.replay(metas, seed),
+                self.fake_inputs(metas) if fake else self.replay(metas, seed),
                 old_shapes=self.old_shapes,
                 scale=scale,
                 shapes_out=shapes_out,
@@ -709,13 +702,7 @@ def generalize_samples(
     manifest = out / MANIFEST
     previous = read_generalize_manifest(manifest) if manifest.is_file() else []
     recorded_root = next((r.root for r in reversed(previous) if r.root), None)
-    chosen_root = resolve_root(samples, root, recorded_root)
-    if recorded_root and Path(recorded_root) != chosen_root:
-        raise DatasetError(
-            f"{out} holds samples named relative to {recorded_root}; this run would name them "
-            f"relative to {chosen_root}: give --root {recorded_root} or another output folder",
-            file=out,
-        )
+    chosen_root = output_root(out, samples, root, recorded_root)
     done = {r.sample: r for r in previous} if resume else {}
     results = []
     with progress_bar("generalize", progress) as bar:

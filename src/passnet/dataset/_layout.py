@@ -23,7 +23,7 @@ from pathlib import Path
 
 from passnet.errors import DatasetError
 
-__all__ = ["resolve_root", "sample_names"]
+__all__ = ["output_root", "resolve_root", "sample_names"]
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -44,6 +44,22 @@ def resolve_root(
     if not resolved:
         return Path.cwd().resolve()
     return Path(os.path.commonpath([str(p.parent) for p in resolved]))
+
+
+def output_root(
+    out: Path, samples: Sequence[Path], root: str | Path | None, recorded: str | Path | None
+) -> Path:
+    """:func:`resolve_root` for a run into ``out``, whose earlier records named their
+    samples relative to ``recorded``: a run that would name them relative to another root
+    is refused (its outputs would not line up with those already in ``out``)."""
+    chosen = resolve_root(samples, root, recorded)
+    if recorded and Path(recorded) != chosen:
+        raise DatasetError(
+            f"{out} holds samples named relative to {recorded}; this run would name them "
+            f"relative to {chosen}: give --root {recorded} or another output folder",
+            file=out,
+        )
+    return chosen
 
 
 def sample_names(samples: Sequence[Path], root: Path) -> list[str]:
