@@ -391,3 +391,31 @@ def test_a_list_of_absolute_paths_names_graphs_as_a_search_of_their_folder_does(
     assert sorted(labels) == sorted(picks)
     assert set(labels) <= searched  # the two runs line up graph by graph
     assert not any(".." in label or label.startswith("/") for label in labels)
+
+
+def test_planning_loads_only_samples_the_folder_has_records_of(
+    tmp_path: Path, fast: EvalSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Resuming checks a recorded sample's hash, which needs the sample loaded; a sample the
+    # folder has no record of is simply to do. Loading every sample of a 2,454-sample
+    # corpus first took more than ten minutes before the first evaluation started.
+    import passnet.runner._run as run_module
+
+    items = plan_items([MLP, BERT])
+    run_evaluations(items[:1], compiler="eager", settings=fast, out_dir=tmp_path, echo_logs=False)
+    loaded: list[str] = []
+    real_load = run_module.load_sample
+
+    def counting_load(path: Any) -> Any:
+        loaded.append(Path(path).name)
+        return real_load(path)
+
+    monkeypatch.setattr(run_module, "load_sample", counting_load)
+    store = ResultStore(tmp_path)
+    try:
+        todo, done = run_module._pending(store, items, "eager", {}, "cpu", fast)
+    finally:
+        store.close()
+    assert [i.label for i in todo] == [items[1].label]
+    assert [r.graph for r in done] == [items[0].label]
+    assert loaded == [items[0].path.name]  # the recorded one only

@@ -41,17 +41,21 @@ class RunSummary:
     out_dir: Path = field(default_factory=Path)
 
 
+def _warn_missing_files(item: WorkItem) -> None:
+    missing = [name for name in OPTIONAL_FILES if not (item.path / name).is_file()]
+    if missing and (item.path / "model.py").is_file():
+        log.warning(
+            "%s lacks %s",
+            item.label,
+            "; ".join(f"{name} ({OPTIONAL_FILES[name]})" for name in missing),
+        )
+
+
 def _key(item: WorkItem, compiler: str, cfg_hash: str, device: str) -> tuple[str, ...]:
     try:
         sample = load_sample(item.path)
     except SampleError:
         return (item.label, "", compiler, cfg_hash, device)  # as evaluate_sample records it
-    if sample.missing_files:
-        log.warning(
-            "%s lacks %s",
-            item.label,
-            "; ".join(f"{name} ({OPTIONAL_FILES[name]})" for name in sample.missing_files),
-        )
     return (item.label, sample.graph_hash, compiler, cfg_hash, device)
 
 
@@ -180,7 +184,14 @@ def _pending(
     cfg_hash = compiler_config_hash(compiler, compiler_config)
     todo: list[WorkItem] = []
     done: list[EvalRecord] = []
+    # A sample is loaded (its hash read) only when the folder holds a record of its label:
+    # loading all of a corpus's samples just to find them new took minutes.
+    recorded = {rec.graph for rec in store}
     for item in items:
+        _warn_missing_files(item)
+        if item.label not in recorded:
+            todo.append(item)
+            continue
         found = store.get(_key(item, compiler, cfg_hash, device))
         if found is None:
             todo.append(item)
