@@ -23,6 +23,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
+from passnet._parse import parse_python
 from passnet.agent._errors import AgentError
 from passnet.agent._evaluator import Evaluation
 from passnet.agent._policy import Policy, PolicyReply
@@ -37,7 +38,7 @@ Reply = list[tuple[str, dict[str, Any]]]
 def pattern_ops(rule_file: Path) -> set[str]:
     """The names a rule's ``pattern`` calls (``layer_norm``, ``linear``, ``sum``), read from
     its source text."""
-    tree = ast.parse(rule_file.read_text(encoding="utf-8"))
+    tree = parse_python(rule_file.read_text(encoding="utf-8"), str(rule_file))
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "pattern":

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from passnet._parse import parse_python
 from passnet.dataset._decompose import SubgraphRecord, SubgraphStatus, write_op_ranges
 from passnet.dataset._generalize import VariantStatus, generalize_sample
 from passnet.dataset._subgraph import OpRange, ParentGraph, trace_parent
@@ -63,7 +64,7 @@ class PassSite:
 def _pattern_function(file: Path, pass_name: str) -> Any:
     """``pattern`` of a rule file, compiled from its source alone (the file is not imported)."""
     try:
-        tree = ast.parse(file.read_text(), filename=str(file))
+        tree = parse_python(file.read_text(), str(file))
     except (OSError, SyntaxError) as exc:
         raise PassLoadError(f"cannot read the rule: {exc}", file=file, pass_name=pass_name) from exc
     found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "pattern"]

@@ -38,6 +38,7 @@ import torch
 import torch.fx
 from torch.fx.passes.split_module import split_module
 
+from passnet._parse import parse_python
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
 from passnet.errors import (
@@ -408,7 +409,7 @@ def _same_list(x: list[Any], y: list[Any]) -> bool:
 def _custom_op_calls(source: str) -> list[tuple[str, str, int]]:
     """(namespace, op, line) of every ``torch.ops.<ns>.<op>`` chain in model.py."""
     calls = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
             ns_node = node.value
             if (

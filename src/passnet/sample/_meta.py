@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from passnet._parse import parse_python
 from passnet.errors import SampleError
 
 __all__ = ["TensorMeta", "dtype_from_str", "dtype_to_str", "parse_meta_file", "render_meta_file"]
@@ -104,7 +105,7 @@ def parse_meta_file(path: Path, sample: Path | None = None) -> list[TensorMeta]:
             file=path.name,
         ) from exc
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse_python(source, str(path))
     except SyntaxError as exc:
         raise SampleError(
             f"syntax error: {exc.msg}", sample=sample, file=path.name, line=exc.lineno

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from passnet._parse import parse_python
 from passnet.errors import SampleError
 
 __all__ = ["compile_model_source", "forward_parameters", "rewrite_devices"]
@@ -75,7 +76,7 @@ class _DeviceRewriter(ast.NodeTransformer):
 
 def rewrite_devices(source: str, target: str, filename: str = "model.py") -> ast.Module:
     """Parse ``source`` and rewrite every device spelling to ``target``."""
-    tree = ast.parse(source, filename=filename)
+    tree = parse_python(source, filename)
     tree = _DeviceRewriter(target).visit(tree)
     return ast.fix_missing_locations(tree)
 
@@ -121,7 +122,7 @@ def compile_model_source(
 def forward_parameters(source: str, sample: Path | None = None) -> list[tuple[str, str]]:
     """``(name, annotation)`` of ``GraphModule.forward``'s parameters, in order, read from the AST."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         raise SampleError(
             f"syntax error: {exc.msg}", sample=sample, file="model.py", line=exc.lineno

@@ -15,6 +15,7 @@ import importlib.util
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from passnet._parse import parse_python
 from passnet.errors import MissingDependency, PassError, PassLoadError, PassRejected
 from passnet.passes.integrity._checker import check_sources
 from passnet.passes.integrity._rules import BINARY_SUFFIXES, PACKAGE, Finding
@@ -56,7 +57,7 @@ def require_imported_packages(sources: dict[str, str]) -> None:
     the checks, which report them."""
     for file, text in sorted(sources.items()):
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError:
             continue
         for node in ast.walk(tree):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from passnet._parse import parse_python
 from passnet.passes.integrity._rules import (
     IMPORTABLE,
     MUTABLE_NODES,
@@ -173,7 +174,7 @@ def _check_package_module(
 
 def parse(file: str, source: str, is_pass: bool, report: Report) -> ModuleFacts | None:
     try:
-        tree = ast.parse(source, filename=file)
+        tree = parse_python(source, file)
     except SyntaxError as exc:
         report.findings.append(
             Finding(
