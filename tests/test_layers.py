@@ -21,7 +21,7 @@ ROOT = Path(passnet.__file__).parent
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors status registry data",  # the ground floor
+        "errors status registry data _parse",  # the ground floor
         "record",  # the record schema, tolerances, JSON Lines, log format
         "sample",  # GraphNet samples, the tracer, the comparator
         "task",  # the PassBench task layout
