@@ -263,12 +263,10 @@ def _error(exc: BaseException, stage: str, **context: Any) -> ErrorInfo:
     )
 
 
-_OOM_MARKS = ("can't allocate memory", "not enough memory", "cannot allocate memory", "bad_alloc")
-
-
 def _is_out_of_memory(error: ErrorInfo) -> bool:
-    text = f"{error.type}: {error.message}".lower()
-    return error.type == "MemoryError" or any(mark in text for mark in _OOM_MARKS)
+    from passnet.evaluate import mentions_host_oom
+
+    return error.type == "MemoryError" or mentions_host_oom(error.message)
 
 
 # --- candidates -----------------------------------------------------------------------------------
@@ -862,13 +860,13 @@ class _ChildRequest:
 
 def _decompose_in_child(request: _ChildRequest, send: Any) -> None:
     """The child: bound its memory, refuse a sample too large for the bound, decompose."""
+    from passnet.evaluate import limit_data_segment
+
     if request.threads:
         torch.set_num_threads(request.threads)
     limit = request.memory_limit_bytes
     if limit:
-        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        limit_data_segment(limit)
         try:
             needed = _COPIES * load_sample(request.sample).tensor_bytes
         except PassnetError:
@@ -928,7 +926,7 @@ def _preload_for_children(device: str) -> None:
 
 
 def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeResult:
-    from passnet.evaluate import run_isolated
+    from passnet.evaluate import mentions_host_oom, run_isolated
 
     t0 = time.perf_counter()
     outcome = run_isolated(_decompose_in_child, (request,), timeout_s, capture_stderr=True)
@@ -945,7 +943,7 @@ def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeRe
     else:
         how = outcome.signal_name or f"exit code {outcome.exitcode}"
         tail = [line for line in outcome.stderr_tail.splitlines() if line.strip()]
-        oom = any(mark in outcome.stderr_tail.lower() for mark in _OOM_MARKS)
+        oom = mentions_host_oom(outcome.stderr_tail)
         result.status = (DecomposeStatus.OUT_OF_MEMORY if oom else DecomposeStatus.CRASHED).value
         message = f"the child process died ({how}) in stage {outcome.last_stage}" + (
             f": {tail[-1].strip()}" if tail else ""

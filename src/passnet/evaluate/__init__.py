@@ -10,7 +10,13 @@ from passnet.evaluate._isolate import (
     no_randomization_for_exec,
     run_isolated,
 )
-from passnet.evaluate._memory import COPIES, available_bytes, check_fits
+from passnet.evaluate._memory import (
+    COPIES,
+    available_bytes,
+    check_fits,
+    limit_data_segment,
+    mentions_host_oom,
+)
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._roofline import Ceilings, ceilings, graph_work, measure_ceilings, roofline
 from passnet.evaluate._settings import EvalSettings
@@ -33,9 +39,11 @@ __all__ = [
     "evaluate_sample",
     "gc_paused",
     "graph_work",
+    "limit_data_segment",
     "measure_ceilings",
     "measure_interleaved",
     "measure_sides",
+    "mentions_host_oom",
     "no_randomization_for_exec",
     "open_clock_monitor",
     "pin_to_one_core",

@@ -24,7 +24,15 @@ from passnet.errors import TooLarge
 if TYPE_CHECKING:
     from passnet.sample import Sample
 
-__all__ = ["COPIES", "available_bytes", "bound_memory", "check_fits", "out_of_host_memory"]
+__all__ = [
+    "COPIES",
+    "available_bytes",
+    "bound_memory",
+    "check_fits",
+    "limit_data_segment",
+    "mentions_host_oom",
+    "out_of_host_memory",
+]
 
 COPIES = 3
 """How many times an evaluation holds a sample's tensors at once (two draws, call clones)."""
@@ -76,15 +84,25 @@ def bound_memory(device: str) -> int | None:
     if device.startswith("cuda"):
         return None
     available = available_bytes(device)
-    if not available:
-        return None
+    return limit_data_segment(available) if available else None
+
+
+def limit_data_segment(limit: int) -> int:
+    """Set this process's ``RLIMIT_DATA`` soft limit to ``limit`` bytes (never above the
+    hard limit): an allocation beyond it fails in the process. Returns the limit set."""
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    soft = available if hard == resource.RLIM_INFINITY else min(available, hard)
+    soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
     return soft
 
 
 _OOM_MARKS = ("can't allocate memory", "cannot allocate memory", "not enough memory", "bad_alloc")
+
+
+def mentions_host_oom(text: str) -> bool:
+    """``text`` (an error message, a child's stderr) says a host allocation failed."""
+    lowered = text.lower()
+    return any(mark in lowered for mark in _OOM_MARKS)
 
 
 def out_of_host_memory(exc: BaseException) -> bool:
@@ -93,8 +111,7 @@ def out_of_host_memory(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        text = str(current).lower()
-        if isinstance(current, MemoryError) or any(mark in text for mark in _OOM_MARKS):
+        if isinstance(current, MemoryError) or mentions_host_oom(str(current)):
             return True
         current = current.__cause__ or current.__context__
     return False

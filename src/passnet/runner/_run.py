@@ -19,7 +19,7 @@ from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_dev
 from passnet.runner._plan import WorkItem
 from passnet.runner._progress import RunProgress
 from passnet.runner._store import ResultStore
-from passnet.sample import OPTIONAL_FILES, load_sample, sample_digest
+from passnet.sample import OPTIONAL_FILES, load_sample, missing_optional_files, sample_digest
 
 __all__ = ["RunSummary", "check_device", "run_evaluations"]
 
@@ -42,7 +42,7 @@ class RunSummary:
 
 
 def _warn_missing_files(item: WorkItem) -> None:
-    missing = [name for name in OPTIONAL_FILES if not (item.path / name).is_file()]
+    missing = missing_optional_files(item.path)
     if missing and (item.path / "model.py").is_file():
         log.warning(
             "%s lacks %s",

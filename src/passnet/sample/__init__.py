@@ -36,7 +36,13 @@ from passnet.sample._ops import (
     qualified_name,
 )
 from passnet.sample._replay import ParamUsage, analyze_usage, replay_value
-from passnet.sample._sample import OPTIONAL_FILES, Sample, load_sample, sample_digest
+from passnet.sample._sample import (
+    OPTIONAL_FILES,
+    Sample,
+    load_sample,
+    missing_optional_files,
+    sample_digest,
+)
 from passnet.sample._write import write_sample
 
 __all__ = [
@@ -66,6 +72,7 @@ __all__ = [
     "is_sample_dir",
     "load_custom_op",
     "load_sample",
+    "missing_optional_files",
     "model_line",
     "node_line",
     "node_location",

@@ -42,6 +42,11 @@ OPTIONAL_FILES = {
 }
 
 
+def missing_optional_files(path: Path) -> tuple[str, ...]:
+    """The optional files (:data:`OPTIONAL_FILES`) that the sample folder lacks."""
+    return tuple(name for name in OPTIONAL_FILES if not (path / name).is_file())
+
+
 @dataclass
 class Sample:
     """One GraphNet sample folder, parsed. Build the module and inputs on any device."""
@@ -217,7 +222,7 @@ def load_sample(path: str | Path) -> Sample:
         constraints,
         graph_net,
         graph_hash,
-        tuple(name for name in OPTIONAL_FILES if not (path / name).is_file()),
+        missing_optional_files(path),
     )
     metas = sample.metas
     for name, annotation in params:
