@@ -187,3 +187,49 @@ def test_float_channels_used_as_embedding_indices_are_drawn_as_indices(tmp_path)
     with torch.no_grad():
         (out,) = sample.build_module("cpu")(patches, table)
     assert out.shape == (1, 64, 4)
+
+
+def test_replay_cache_copies_the_same_values_and_each_replay_gets_its_own_copy() -> None:
+    from passnet.sample import replay_cache, replay_value
+
+    meta = TensorMeta("w", [4, 5], torch.float32, mean=0.5, std=2.0)
+    plain = replay_value(meta, ParamUsage(), 3, False)
+    with replay_cache(2**20) as cache:
+        first = replay_value(meta, ParamUsage(), 3, False)
+        first.add_(100.0)  # a graph writing into its input must not change the kept tensor
+        second = replay_value(meta, ParamUsage(), 3, False)
+        other_seed = replay_value(meta, ParamUsage(), 4, False)
+        positive = replay_value(meta, ParamUsage(positive=True), 3, False)
+    assert cache.hits == 1
+    assert torch.equal(second, plain)
+    assert not torch.equal(other_seed, plain)
+    assert bool((positive >= 0).all()) and not torch.equal(positive, plain)
+
+
+def test_replay_cache_keeps_within_its_budget_and_is_off_outside_its_block() -> None:
+    from passnet.sample import replay_cache, replay_value
+
+    big = TensorMeta("big", [64, 64], torch.float32, mean=0.0, std=1.0)  # 16 KiB
+    small = TensorMeta("small", [8], torch.float32, mean=0.0, std=1.0)
+    with replay_cache(16 * 1024) as cache:
+        replay_value(big, ParamUsage(), 0, False)
+        replay_value(small, ParamUsage(), 0, False)  # evicts big: over the budget together
+        replay_value(big, ParamUsage(), 0, False)
+        assert cache.hits == 0 and cache.bytes <= 16 * 1024
+    replay_value(small, ParamUsage(), 0, False)
+    assert cache.hits == 0
+
+
+def test_replay_cache_hands_out_nothing_real_under_fake_tensors() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from passnet.sample import replay_cache, replay_value
+
+    meta = TensorMeta("w", [3], torch.float32, mean=0.0, std=1.0)
+    with replay_cache(2**20) as cache:
+        replay_value(meta, ParamUsage(), 0, False)
+        with FakeTensorMode():
+            replay_value(meta, ParamUsage(), 0, False)
+        assert cache.hits == 0
+        assert type(replay_value(meta, ParamUsage(), 0, False)) is torch.Tensor
+        assert cache.hits == 1

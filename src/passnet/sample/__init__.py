@@ -35,7 +35,7 @@ from passnet.sample._ops import (
     op_sequence,
     qualified_name,
 )
-from passnet.sample._replay import ParamUsage, analyze_usage, replay_value
+from passnet.sample._replay import ParamUsage, analyze_usage, replay_cache, replay_value
 from passnet.sample._sample import (
     OPTIONAL_FILES,
     Sample,
@@ -83,6 +83,7 @@ __all__ = [
     "qualified_name",
     "render_constraints_file",
     "render_meta_file",
+    "replay_cache",
     "replay_value",
     "rewrite_devices",
     "sample_digest",

@@ -24,13 +24,22 @@ Rules, in order of precedence:
 Each tensor gets its own generator seeded from ``(seed, name)``, so values do not
 depend on parameter order; draws happen on the CPU and are then moved to the
 target device, so CPU and CUDA runs see the same inputs.
+
+Replay is a pure function of the metadata, the usage and the seed. Inside
+:func:`replay_cache` each tensor drawn is kept (up to a byte budget) and a later
+draw of the same metadata, usage and seed is a copy of it: a decomposition replays
+the parent's weights again for every subgraph that reads them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import operator
 import zlib
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +48,7 @@ import torch.fx
 
 from passnet.sample._meta import TensorMeta
 
-__all__ = ["ParamUsage", "analyze_usage", "replay_tensor", "replay_value"]
+__all__ = ["ParamUsage", "analyze_usage", "replay_cache", "replay_tensor", "replay_value"]
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +249,88 @@ def replay_tensor(meta: TensorMeta, usage: ParamUsage, seed: int) -> torch.Tenso
     return t.to(dtype)
 
 
+class _ReplayCache:
+    """Tensors drawn so far, least recently used first, within ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.tensors: OrderedDict[tuple[Any, ...], torch.Tensor] = OrderedDict()
+        self.hits = 0
+
+    def get(self, key: tuple[Any, ...]) -> torch.Tensor | None:
+        t = self.tensors.get(key)
+        if t is None:
+            return None
+        self.tensors.move_to_end(key)
+        self.hits += 1
+        return t.clone()
+
+    def put(self, key: tuple[Any, ...], t: torch.Tensor) -> None:
+        size = t.numel() * t.element_size()
+        if size > self.max_bytes:
+            return
+        while self.tensors and self.bytes + size > self.max_bytes:
+            _, old = self.tensors.popitem(last=False)
+            self.bytes -= old.numel() * old.element_size()
+        self.tensors[key] = t.clone()
+        self.bytes += size
+
+
+_CACHE: contextvars.ContextVar[_ReplayCache | None] = contextvars.ContextVar(
+    "passnet_replay_cache", default=None
+)
+
+
+@contextlib.contextmanager
+def replay_cache(max_bytes: int) -> Iterator[_ReplayCache]:
+    """Within the block, replayed tensors are kept (at most ``max_bytes``, least recently
+    used dropped first) and replaying the same metadata, usage and seed again copies the
+    kept tensor instead of drawing it: the same values, without the draw. Each replay
+    gets its own copy, so a graph that writes into its inputs cannot change the kept one."""
+    cache = _ReplayCache(max_bytes)
+    token = _CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _CACHE.reset(token)
+
+
+def _cache_key(meta: TensorMeta, usage: ParamUsage, seed: int) -> tuple[Any, ...]:
+    # repr keeps -0.0 apart from 0.0 and names every field replay_tensor reads.
+    return (
+        seed,
+        meta.name,
+        tuple(meta.shape),
+        meta.dtype,
+        repr(meta.mean),
+        repr(meta.std),
+        repr(meta.min_val),
+        repr(meta.max_val),
+        repr(usage),
+    )
+
+
+def _cached_replay_tensor(meta: TensorMeta, usage: ParamUsage, seed: int) -> torch.Tensor:
+    cache = _CACHE.get()
+    # Literal data is cheap to rebuild; under a dispatch mode (fake tensors) nothing real
+    # may be handed out or kept.
+    if cache is None or meta.data is not None or _dispatch_mode_active():
+        return replay_tensor(meta, usage, seed)
+    key = _cache_key(meta, usage, seed)
+    t = cache.get(key)
+    if t is None:
+        t = replay_tensor(meta, usage, seed)
+        cache.put(key, t)
+    return t
+
+
+def _dispatch_mode_active() -> bool:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return _get_current_dispatch_mode() is not None
+
+
 def replay_value(meta: TensorMeta, usage: ParamUsage, seed: int, is_symint: bool) -> Any:
     """A tensor, or a Python int for SymInt parameters."""
     if is_symint:
@@ -248,4 +339,4 @@ def replay_value(meta: TensorMeta, usage: ParamUsage, seed: int, is_symint: bool
         if meta.mean is not None:
             return int(round(float(meta.mean)))
         raise ValueError(f"SymInt parameter {meta.name!r} has neither data nor mean")
-    return replay_tensor(meta, usage, seed)
+    return _cached_replay_tensor(meta, usage, seed)
