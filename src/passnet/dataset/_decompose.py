@@ -66,7 +66,14 @@ from passnet.dataset._subgraph import (
 )
 from passnet.errors import DatasetError, PassnetError
 from passnet.record import ErrorInfo, append_jsonl, read_jsonl
-from passnet.sample import Constraints, TensorMeta, find_samples, load_sample, write_sample
+from passnet.sample import (
+    Constraints,
+    TensorMeta,
+    find_samples,
+    load_sample,
+    replay_cache,
+    write_sample,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_GB",
@@ -98,6 +105,9 @@ and the sample ends as ``out_of_memory``."""
 _COPIES = 3
 """A decomposition holds a sample's tensors about three times (the trace's inputs, the
 lockstep run's, a written subgraph's replay); more than the limit allows is ``too_large``."""
+REPLAY_CACHE_BYTES = 512 * 2**20
+"""Replayed tensors a decomposition keeps to copy rather than draw again
+(:func:`passnet.sample.replay_cache`): at most this much memory on top of the copies."""
 _INHERITED_FIELDS = (
     "framework",
     "model_name",
@@ -702,6 +712,38 @@ def decompose_sample(
     result, whose status is then ``error`` (``out_of_memory`` when an allocation
     failed); other kinds still run.
     """
+    # The parent's inputs are drawn once: the lockstep run, the fusible compilation and
+    # every subgraph's replay that reads a parent parameter copy them from the cache.
+    with replay_cache(REPLAY_CACHE_BYTES):
+        return _decompose_sample(
+            sample,
+            out_dir,
+            kinds,
+            op_bounds=op_bounds,
+            method=method,
+            folding=folding,
+            name=name,
+            device=device,
+            seed=seed,
+            catalog=catalog,
+            on_candidates=on_candidates,
+        )
+
+
+def _decompose_sample(
+    sample: str | Path,
+    out_dir: str | Path,
+    kinds: Iterable[str | SubgraphKind],
+    *,
+    op_bounds: Mapping[str, tuple[int, int]] | None,
+    method: str,
+    folding: Folding | None,
+    name: str | None,
+    device: str,
+    seed: int,
+    catalog: Any,
+    on_candidates: Any,
+) -> DecomposeResult:
     t0 = time.perf_counter()
     kind_list = [SubgraphKind.parse(k) for k in kinds]
     bounds = dict(DEFAULT_OP_BOUNDS)
@@ -912,14 +954,16 @@ def _preload_for_children(device: str) -> None:
     """Have the forkserver import what every decomposition child needs, once.
 
     ``passnet.evaluate.FORKSERVER_PRELOAD`` is read when the forkserver starts (its
-    documented extension point). Inductor's compiler module (seconds to import) is added
-    only on a machine without CUDA: importing it can query the device, which would mark
-    every later fork unable to use CUDA."""
+    documented extension point). Inductor's compiler module (seconds to import) and
+    :mod:`~passnet.dataset._warm` (a first compilation and fake run, whose start-up work
+    every child would otherwise repeat) are added only on a machine without CUDA:
+    importing or running Inductor can query the device, which would mark every later
+    fork unable to use CUDA."""
     from passnet.evaluate import FORKSERVER_PRELOAD
 
     wanted = ["passnet.dataset._decompose"]
     if device == "cpu" and not torch.cuda.is_available():
-        wanted.append("torch._inductor.compile_fx")
+        wanted += ["torch._inductor.compile_fx", "passnet.dataset._warm"]
     for module in wanted:
         if module not in FORKSERVER_PRELOAD:
             FORKSERVER_PRELOAD.append(module)
