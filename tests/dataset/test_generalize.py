@@ -16,12 +16,14 @@ from passnet.dataset._generalize import (
     generalize_samples,
     infer_symbolic_dims,
     plan_variants,
+    read_generalize_manifest,
 )
 from passnet.dataset._shapes import GeneralizeError, _new_expand_sizes, _new_index, _new_view_sizes
 from passnet.dataset._subgraph import copy_parent_graph, render_model_source, trace_parent
 from passnet.dataset._variants import (
     cast_sample,
     dtype_candidates,
+    half_convolutions_in_float32,
     normalization_parameters,
     write_first_runnable,
 )
@@ -293,3 +295,78 @@ def test_cli_generalize_lists_failed_variants(
     )
     out = capsys.readouterr().out
     assert "variant failed" in out and "float32_S0-448" in out
+
+
+def test_a_scaled_shape_over_the_size_bound_is_too_large_in_every_dtype(tmp_path: Path) -> None:
+    free = generalize_sample(
+        BERT, tmp_path / "free", dtypes=["float16"], shape_factors=[2, 4], max_variant_mb=None
+    )
+    nbytes = {v.name: v.nbytes for v in free.variants}
+    assert 0 < nbytes["float32_S1-22"] < nbytes["float32_S1-44"]
+    assert nbytes["float16_S1-44"] == nbytes["float32_S1-44"]  # the bound reads float32
+    bound_mb = (nbytes["float32_S1-22"] + nbytes["float32_S1-44"]) / 2 / 1e6
+    bounded = generalize_sample(
+        BERT,
+        tmp_path / "bounded",
+        dtypes=["float16"],
+        shape_factors=[2, 4],
+        max_variant_mb=bound_mb,
+    )
+    status = {v.name: v.status for v in bounded.variants}
+    assert status["float32_S1-44"] is status["float16_S1-44"] is VariantStatus.TOO_LARGE
+    assert status["float16"] is status["float32_S1-22"] is VariantStatus.WRITTEN
+    large = next(v for v in bounded.variants if v.name == "float16_S1-44")
+    assert f"{nbytes['float32_S1-44'] / 1e6:.1f} MB" in large.reason
+    assert f"{bound_mb:g} MB" in large.reason and not large.path
+    assert not (tmp_path / "bounded" / "float16_S1-44").exists()
+    # Under the bound, a variant is written byte for byte as without one.
+    for name in ("float16", "float32_S1-22", "float16_S1-22"):
+        assert status[name] is VariantStatus.WRITTEN
+        for f in sorted((tmp_path / "free" / name).iterdir()):
+            assert f.read_bytes() == (tmp_path / "bounded" / name / f.name).read_bytes()
+
+
+def test_a_scaled_shape_is_made_once_for_all_its_dtypes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from passnet.dataset import _generalize
+
+    calls: list[dict[str, int]] = []
+    shape_run = _generalize._ShapeContext.shape_run
+
+    def counted(self, sizes, *args, **kwargs):  # noqa: ANN001, ANN202 - a spy
+        calls.append(dict(sizes))
+        return shape_run(self, sizes, *args, **kwargs)
+
+    monkeypatch.setattr(_generalize._ShapeContext, "shape_run", counted)
+    result = generalize_sample(BERT, tmp_path, dtypes=["float16", "bfloat16"], shape_factors=[2])
+    assert len(written(result)) == 8  # 2 dtypes, and 2 symbols × 3 dtypes
+    assert calls == [{"S0": 2}, {"S1": 22}]
+
+
+def test_cli_generalize_counts_too_large_variants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from passnet.cli import main
+
+    args = ["generalize", str(BERT), "--out", str(tmp_path), "--dtypes", "float16"]
+    assert main([*args, "--shape-factors", "2", "--max-variant-mb", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "too large" in out
+    (result,) = read_generalize_manifest(tmp_path / "generalize.jsonl")
+    assert {v.name: v.status.value for v in result.variants} == {
+        "float16": "written",
+        **{f"{d}_{s}": "too_large" for d in ("float32", "float16") for s in ("S0-2", "S1-22")},
+    }
+
+
+def test_float16_convolutions_run_in_float32_on_the_cpu_with_the_same_results() -> None:
+    x = torch.randn(1, 3, 20, 16).half()
+    w = torch.randn(8, 3, 5, 5).half()
+    with half_convolutions_in_float32():
+        fast = torch.nn.functional.conv2d(x, w, None, 1, 2)
+        with pytest.raises(RuntimeError):  # mixed dtypes fail as they do without the mode
+            torch.conv2d(x, w.float())
+    reference = torch.conv2d(x, w, None, 1, 2)
+    assert fast.dtype == torch.float16 and fast.shape == reference.shape
+    torch.testing.assert_close(fast, reference, rtol=2e-3, atol=2e-3)

@@ -104,7 +104,8 @@ examples:
   passnet generalize subgraphs/mmseg --out variants --root subgraphs --catalog catalog.sqlite
 Writes OUT/<name>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
 outputs (<name>: the sample's path relative to --root, as for decompose), and
-OUT/generalize.jsonl; failing variants are listed with the reason.
+OUT/generalize.jsonl; failing variants are listed with the reason, and scaled shapes
+over --max-variant-mb are counted as too large (reasons in generalize.jsonl).
 """
 
 BENCH_EXAMPLES = """\
@@ -509,15 +510,20 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
             cross=not args.no_cross,
             device=args.device,
             seed=args.seed,
+            max_variant_mb=args.max_variant_mb or None,
         )
-    table = Table("sample", "symbols", "written", "failed")
+    table = Table("sample", "symbols", "written", "failed", "too large")
     for res in results:
-        written = sum(v.status is VariantStatus.WRITTEN for v in res.variants)
+        count = Counter(v.status for v in res.variants)
         symbols = ", ".join(f"{k}={v}" for k, v in res.symbols.items()) + (
             " (probed)" if res.probed else ""
         )
         table.add_row(
-            escape(res.sample[-60:]), symbols or "-", str(written), str(len(res.variants) - written)
+            escape(res.sample[-60:]),
+            symbols or "-",
+            str(count[VariantStatus.WRITTEN]),
+            str(count[VariantStatus.FAILED]),
+            str(count[VariantStatus.TOO_LARGE]),
         )
     console.print(table)
     errors = 0
@@ -774,6 +780,13 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--no-shapes", action="store_true", help="dtype variants only")
     p.add_argument("--no-cross", action="store_true", help="shape variants in float32 only")
+    p.add_argument(
+        "--max-variant-mb",
+        type=float,
+        default=64.0,
+        help="skip (status too_large) a scaled shape whose inputs and outputs take more than "
+        "this many MB (10^6 bytes) in float32, in every dtype; 0: no bound (default: 64)",
+    )
     p.add_argument(
         "--device", default="cpu", help="device the variants are validated on (default: cpu)"
     )

@@ -22,6 +22,12 @@ fails at the node where it breaks.
 Every variant is written with :func:`passnet.sample.write_sample`, then loaded
 and run eagerly on replayed inputs; it must run and give finite outputs, or it
 is reported as failed (which variant, why) and removed.
+
+**Size budget**: a scaled shape is first made on fake tensors (shapes only); when its
+inputs and outputs take more than ``max_variant_mb`` it is not run nor written, in
+any dtype, and each of its variants is recorded ``too_large`` with the bytes and the
+bound. The dtype variants of the unscaled sample are always tried. The fake run of a
+scaled shape is made once and serves its float32 and dtype variants alike.
 """
 
 from __future__ import annotations
@@ -56,7 +62,11 @@ from passnet.dataset._subgraph import (
     render_model_source,
     trace_parent,
 )
-from passnet.dataset._variants import dtype_candidates, write_first_runnable
+from passnet.dataset._variants import (
+    dtype_candidates,
+    half_convolutions_in_float32,
+    write_first_runnable,
+)
 from passnet.errors import PassnetError
 from passnet.record import ErrorInfo, append_jsonl, read_jsonl
 from passnet.sample import (
@@ -84,13 +94,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: variant status ``too_large``, variant ``nbytes`` and ``elapsed_s`` (version 1 is read)."""
+DEFAULT_MAX_VARIANT_MB = 64.0
+"""Default bound on a shape variant's inputs plus outputs, in MB (10**6 bytes)."""
 DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 class VariantStatus(str, Enum):
     WRITTEN = "written"
     FAILED = "failed"
+    TOO_LARGE = "too_large"
+    """A shape variant whose inputs and outputs exceed the size bound: not run, not written."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,10 @@ class VariantRecord:
     graph_hash: str = ""
     rewrites: int = 0
     """Literal sizes rewritten in the graph."""
+    nbytes: int = 0
+    """Bytes of a shape variant's inputs and outputs, as its float32 graph (0: unscaled)."""
+    elapsed_s: float = 0.0
+    """Wall time of this variant, its share of the scaled shape's fake run included."""
 
 
 @dataclass
@@ -493,7 +512,7 @@ def plan_variants(
 def _check_runs(path: Path, device: str, seed: int) -> None:
     sample = load_sample(path)
     module = sample.build_module(device)
-    with torch.no_grad():
+    with torch.no_grad(), half_convolutions_in_float32():
         outputs = module(*sample.replay_inputs(device, seed))
     flat = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     for i, out in enumerate(flat):
@@ -511,12 +530,15 @@ def generalize_sample(
     cross: bool = True,
     device: str = "cpu",
     seed: int = 0,
+    max_variant_mb: float | None = DEFAULT_MAX_VARIANT_MB,
 ) -> GeneralizeResult:
     """Write validated dtype and shape variants of one sample under ``out_dir/<variant>/``.
 
     Never raises for a bad sample: the result's status is ``error`` with an
     :class:`~passnet.evaluate.ErrorInfo`, and each failing variant is a
-    ``failed`` :class:`VariantRecord` saying why.
+    ``failed`` :class:`VariantRecord` saying why. A scaled shape whose inputs and
+    outputs (float32) take more than ``max_variant_mb`` MB (10**6 bytes; None or 0:
+    no bound) is neither run nor written: its variants are ``too_large``.
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
@@ -530,10 +552,21 @@ def generalize_sample(
             examples, shapes = _probe_symbols(ctx, seed)
             result.probed = bool(examples)
         result.symbols = dict(examples)
+        bound = int(max_variant_mb * 1e6) if max_variant_mb else None
+        scaled: dict[tuple[tuple[str, int], ...], _Scaled] = {}
         for variant in plan_variants(examples, dtypes, shape_factors, cross=cross):
-            result.variants.append(
-                _write_variant(parent, ctx, variant, examples, shapes, out_dir, device, seed)
-            )
+            t = time.perf_counter()
+            shape = None
+            if variant.sizes:
+                if variant.sizes not in scaled:
+                    scaled[variant.sizes] = _scale(parent, ctx, variant.sizes, examples, shapes)
+                shape = scaled[variant.sizes]
+            if shape is not None and bound is not None and shape.nbytes > bound:
+                record = _too_large(variant, shape.nbytes, bound)
+            else:
+                record = _write_variant(parent, variant, shape, examples, shapes, out_dir, device)
+            record.elapsed_s = time.perf_counter() - t
+            result.variants.append(record)
     except PassnetError as exc:
         result.status = "error"
         result.error = ErrorInfo(type(exc).__name__, exc.message, "generalize", exc.context)
@@ -550,16 +583,87 @@ def generalize_sample(
     return result
 
 
-def _write_variant(
+@dataclass
+class _Scaled:
+    """One scaled shape, made once (on fake tensors on the CPU) for all its variants."""
+
+    graph: torch.fx.Graph | None = None
+    metas: list[TensorMeta] = field(default_factory=list)
+    rewrites: int = 0
+    nbytes: int = 0
+    """Inputs and outputs of the float32 graph."""
+    error: Exception | None = None
+    """Why the shape could not be made (raised again by each of its variants)."""
+
+
+def _scale(
     parent: ParentGraph,
     ctx: _ShapeContext,
+    sizes: tuple[tuple[str, int], ...],
+    examples: dict[str, int],
+    shapes: dict[str, list[int | str]],
+) -> _Scaled:
+    try:
+        graph, metas, node_shapes, rewrites = ctx.shape_run(
+            dict(sizes), shapes, examples, parent.seed
+        )
+    except Exception as exc:  # noqa: BLE001 - reported by each variant of this shape
+        return _Scaled(error=exc)
+    return _Scaled(
+        graph, metas, rewrites, _inputs_outputs_nbytes(parent, graph, metas, node_shapes)
+    )
+
+
+def _inputs_outputs_nbytes(
+    parent: ParentGraph,
+    graph: torch.fx.Graph,
+    metas: Sequence[TensorMeta],
+    node_shapes: dict[str, Any],
+) -> int:
+    """Bytes of the inputs (from ``metas``) and outputs (shapes from the shape run, dtypes
+    from the parent's run; 4 bytes an element where unknown)."""
+    itemsize = {n.name: dtype.itemsize for n, (_, dtype) in parent.tensor_specs.items()}
+
+    def nbytes(shape: Any, size: int) -> int:
+        if isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+            return math.prod(shape) * size
+        if isinstance(shape, list):
+            return sum(nbytes(s, 4) for s in shape)
+        return 0
+
+    total = sum(math.prod(m.shape) * m.dtype.itemsize for m in metas)
+    output = next(n for n in graph.nodes if n.op == "output")
+    for node in output.all_input_nodes:
+        total += nbytes(node_shapes.get(node.name), itemsize.get(node.name, 4))
+    return total
+
+
+def _too_large(variant: Variant, nbytes: int, bound: int) -> VariantRecord:
+    reason = (
+        f"inputs and outputs take {nbytes / 1e6:.1f} MB at this shape, over the bound of "
+        f"{bound / 1e6:g} MB (max_variant_mb); not run"
+    )
+    log.info("variant %s skipped: %s", variant.name, reason)
+    return VariantRecord(
+        variant.name,
+        str(variant.dtype or torch.float32).removeprefix("torch."),
+        dict(variant.sizes),
+        VariantStatus.TOO_LARGE,
+        reason=reason,
+        nbytes=nbytes,
+    )
+
+
+def _write_variant(
+    parent: ParentGraph,
     variant: Variant,
+    scaled: _Scaled | None,
     examples: dict[str, int],
     shapes: dict[str, list[int | str]],
     out_dir: Path,
     device: str,
-    seed: int,
 ) -> VariantRecord:
+    seed = parent.seed
     sizes = dict(variant.sizes)
     record = VariantRecord(
         variant.name,
@@ -569,8 +673,13 @@ def _write_variant(
     )
     path = out_dir / variant.name
     try:
-        if sizes:
-            graph, metas, _, record.rewrites = ctx.shape_run(sizes, shapes, examples, seed)
+        if scaled is not None:
+            if scaled.error is not None:
+                raise scaled.error
+            # Each variant gets its own copy: a dtype variant rewrites literals in place.
+            graph = copy.deepcopy(scaled.graph)
+            metas = copy.deepcopy(scaled.metas)
+            record.rewrites, record.nbytes = scaled.rewrites, scaled.nbytes
         else:
             graph, _ = copy_parent_graph(parent)
             metas = [
