@@ -7,13 +7,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from passnet.errors import InputFormatError
-from passnet.sample._sample import GRAPH_NET_FILE, INPUT_META_FILE, MODEL_FILE, WEIGHT_META_FILE
+from passnet.sample._sample import (
+    GRAPH_NET_FILE,
+    HASH_FILE,
+    INPUT_META_FILE,
+    MODEL_FILE,
+    WEIGHT_META_FILE,
+)
 
 __all__ = ["find_samples", "is_sample_dir"]
 
 # Files of a GraphNet sample besides model.py: a folder with one of them but no
 # model.py is a broken sample, not an unrelated folder.
-_SAMPLE_FILES = (WEIGHT_META_FILE, INPUT_META_FILE, "graph_hash.txt", GRAPH_NET_FILE)
+_SAMPLE_FILES = (WEIGHT_META_FILE, INPUT_META_FILE, HASH_FILE, GRAPH_NET_FILE)
 # The files that only a sample has (a recursive search takes their folders as samples).
 _META_FILES = (WEIGHT_META_FILE, INPUT_META_FILE)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from passnet.sample._constraints import Constraints, render_constraints_file
 from passnet.sample._meta import TensorMeta, render_meta_file
+from passnet.sample._sample import HASH_FILE
 
 __all__ = ["write_sample"]
 
@@ -39,7 +40,5 @@ def write_sample(
     (path / "graph_net.json").write_text(
         json.dumps(graph_net or {"framework": "torch"}, indent=4) + "\n"
     )
-    (path / "graph_hash.txt").write_text(
-        graph_hash or hashlib.sha256(model_source.encode()).hexdigest()
-    )
+    (path / HASH_FILE).write_text(graph_hash or hashlib.sha256(model_source.encode()).hexdigest())
     return path
