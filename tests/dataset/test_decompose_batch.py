@@ -295,3 +295,21 @@ def test_warm_up_compiles_once_and_later_compilations_skip_the_start_up() -> Non
     from passnet.dataset._warm import warm_up  # importing warms up
 
     assert warm_up() < 5.0
+
+
+def test_a_decomposition_draws_each_replayed_tensor_once(tmp_path: Path, monkeypatch) -> None:
+    from passnet.sample import _replay
+
+    drawn: list[tuple] = []
+    real = _replay.replay_tensor
+
+    def counting(meta, usage, seed):
+        drawn.append(_replay._cache_key(meta, usage, seed))
+        return real(meta, usage, seed)
+
+    monkeypatch.setattr(_replay, "replay_tensor", counting)
+    toy = make_toy(tmp_path / "toy")
+    result = decompose_sample(toy, tmp_path / "out", ["single-op"])
+    assert result.status == "ok" and result.subgraphs
+    assert drawn and len(drawn) == len(set(drawn))  # without the cache the weights repeat
+    assert _replay._CACHE.get() is None  # the cache lives only for the call

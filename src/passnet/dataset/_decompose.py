@@ -681,6 +681,10 @@ def _summarize_symbols(result: DecomposeResult, parent: ParentGraph, dims: Symbo
 # --- entry points ---------------------------------------------------------------------------------
 
 
+# The parent's inputs are drawn once: the lockstep run, the fusible compilation and every
+# subgraph's replay that reads a parent parameter copy them from the cache (a fresh cache
+# for each call).
+@replay_cache(REPLAY_CACHE_BYTES)
 def decompose_sample(
     sample: str | Path,
     out_dir: str | Path,
@@ -712,38 +716,6 @@ def decompose_sample(
     result, whose status is then ``error`` (``out_of_memory`` when an allocation
     failed); other kinds still run.
     """
-    # The parent's inputs are drawn once: the lockstep run, the fusible compilation and
-    # every subgraph's replay that reads a parent parameter copy them from the cache.
-    with replay_cache(REPLAY_CACHE_BYTES):
-        return _decompose_sample(
-            sample,
-            out_dir,
-            kinds,
-            op_bounds=op_bounds,
-            method=method,
-            folding=folding,
-            name=name,
-            device=device,
-            seed=seed,
-            catalog=catalog,
-            on_candidates=on_candidates,
-        )
-
-
-def _decompose_sample(
-    sample: str | Path,
-    out_dir: str | Path,
-    kinds: Iterable[str | SubgraphKind],
-    *,
-    op_bounds: Mapping[str, tuple[int, int]] | None,
-    method: str,
-    folding: Folding | None,
-    name: str | None,
-    device: str,
-    seed: int,
-    catalog: Any,
-    on_candidates: Any,
-) -> DecomposeResult:
     t0 = time.perf_counter()
     kind_list = [SubgraphKind.parse(k) for k in kinds]
     bounds = dict(DEFAULT_OP_BOUNDS)
