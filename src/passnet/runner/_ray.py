@@ -353,12 +353,24 @@ def _sweep_sample_copies() -> None:
         pid = folder.name[len(_SAMPLE_COPY) :].split("-")[0]
         if not pid.isdigit():
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not _alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:  # alive, another user's
-            pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a killed worker not yet reaped by its parent (a zombie)
+    still answers signal 0, but is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): signal 0 is all there is
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 class _Worker:
