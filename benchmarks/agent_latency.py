@@ -4,9 +4,10 @@
    of ``add_layer_norm``, its 3 BERT graphs in 3 dtypes = 9 graphs) calls the evaluator
    ``--calls`` times on the task's own pass; each call's wall time is printed beside how
    its evaluations split (from the records' ``phases_s``, summed over the graphs):
-   ``compile`` (load + compile), ``timing`` (the timed calls), ``check`` (correctness
-   calls and comparisons), ``start`` (the evaluation children's start) and the rest
-   (scoring, the results folder).
+   ``compile`` (load + compile; ``load`` alone beside it), ``timing`` (the timed calls),
+   ``check`` (correctness calls and comparisons), ``start`` (the evaluation children's
+   start) and the rest (scoring, the results folder). ``--graphs-per-child 1`` times the
+   evaluator with a fresh child per graph, as before it shared one.
 2. The library policy (``--policy library``, no model) on the reference tasks, each
    started from an empty pass_dir, with its final AS beside Inductor's AS on the same
    graphs and the task's own reference pass's AS (the first evaluator call).
@@ -25,6 +26,7 @@ On the CPU (Triton interpreted; a small task, correctness checks more than timin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -75,17 +77,20 @@ def _task(name: str, work: Path, dtypes: list[torch.dtype], scope: str) -> Task:
 def latency(task: Task, args: argparse.Namespace, final: EvalSettings) -> float | None:
     """Call pass_evaluator ``args.calls`` times; print each call's split; the first call's AS."""
     quick = quick_settings(final) if args.quick else final
+    if args.graphs_per_child is not None:
+        quick = dataclasses.replace(quick, graphs_per_child=args.graphs_per_child)
     config = EnvConfig(device=args.device, final_settings=final, eval_settings=quick)
     env = PassEnv(config, workdir=args.work / "latency")
     env.reset(task)
     print(
         f"\n== pass_evaluator on {task.name}: {len(task.graphs)} graphs, {args.device}, "
         f"{quick.warmup} warm-up + {quick.trials} timed calls per side"
-        f"{'' if quick.adaptive else ' (exactly)'}"
+        f"{'' if quick.adaptive else ' (exactly)'}, up to {quick.graphs_per_child} graphs per "
+        "evaluation child"
     )
     print(
-        f"{'call':>4s} {'wall s':>8s} {'start s':>8s} {'compile s':>10s} {'timing s':>9s} {'check s':>8s} "
-        f"{'other s':>8s} {'AS':>8s}  statuses"
+        f"{'call':>4s} {'wall s':>8s} {'start s':>8s} {'compile s':>10s} {'(load s)':>9s} "
+        f"{'timing s':>9s} {'check s':>8s} {'other s':>8s} {'AS':>8s}  statuses"
     )
     first_as = None
     for i in range(1, args.calls + 1):
@@ -103,9 +108,10 @@ def latency(task: Task, args: argparse.Namespace, final: EvalSettings) -> float 
         )
         score = ev.as_score if ev.as_score is not None else float("nan")
         first_as = score if first_as is None else first_as
+        load = sum(r.phases_s.get("load", 0.0) for r in ev.records)
         print(
-            f"{i:4d} {wall:8.2f} {phases['start']:8.2f} {phases['compile']:10.2f} {phases['timing']:9.2f} "
-            f"{phases['check']:8.2f} {other:8.2f} {score:8.4f}  {statuses}"
+            f"{i:4d} {wall:8.2f} {phases['start']:8.2f} {phases['compile']:10.2f} {load:9.2f} "
+            f"{phases['timing']:9.2f} {phases['check']:8.2f} {other:8.2f} {score:8.4f}  {statuses}"
         )
     env.close()
     return first_as
@@ -169,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the evaluator's quick timing (5 + 20 calls), as in episodes (default: on)",
+    )
+    parser.add_argument(
+        "--graphs-per-child",
+        type=int,
+        default=None,
+        help="graphs per evaluation child in pass_evaluator calls (default: the evaluator's)",
     )
     parser.add_argument(
         "--policy-tasks",

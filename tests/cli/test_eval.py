@@ -135,6 +135,7 @@ def test_score_parameters_out_of_range_are_errors_not_tracebacks(
         ("--warmup", "-1", "warmup must be an integer >= 1, got -1"),
         ("--timeout", "0", "timeout_s must be a positive number of seconds"),
         ("--config", "warm=false", "compiler 'eager' does not take config key warm; the keys"),
+        ("--graphs-per-child", "0", "graphs_per_child must be an integer >= 1, got 0"),
     ],
 )
 def test_mistakes_in_the_command_are_errors_not_records(
@@ -163,6 +164,34 @@ def _eager_run(out: Path, *extra: str) -> int:
         ["eval", str(MLP), "--compiler", "eager", "--warmup", "1", "--trials", "4"]
         + ["--out", str(out), "--quiet", *extra]
     )
+
+
+@pytest.mark.parametrize("other", [["--prepare-workers", "2"], ["--executor", "ray"]])
+def test_graphs_per_child_is_refused_where_every_graph_has_a_child_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], other: list[str]
+) -> None:
+    assert _eager_run(tmp_path / "run", "--graphs-per-child", "4", *other) == 2
+    assert "--graphs-per-child shares a child" in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "run").exists()
+
+
+def test_graphs_per_child_shares_children_and_is_a_setting_of_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert (
+        main(
+            ["eval", str(MLP), str(BERT), "--compiler", "eager", "--warmup", "1", "--trials", "4"]
+            + ["--graphs-per-child", "2", "--out", str(out), "--quiet"]
+        )
+        == 0
+    )
+    records = read_records(out / "results.jsonl")
+    assert sorted(r.child_position for r in records) == [0, 1]
+    assert {r.settings["graphs_per_child"] for r in records} == {2}
+    capsys.readouterr()
+    assert _eager_run(out) == 2  # a folder never mixes the two
+    assert "graphs_per_child 2 there, 1 now" in " ".join(capsys.readouterr().out.split())
 
 
 def test_random_layout_is_a_setting_of_the_run_and_not_resumed_across(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from typing import Any
 
@@ -222,4 +223,27 @@ class HostMemoryHog(Compiler):
 
         too_much = int(1.5 * (available_bytes("cpu") or 2**40))
         torch.ones(too_much // 4, dtype=torch.float32)
+        return module
+
+
+class SegfaultOnSecondCompile(Compiler):
+    """Compiles like eager, but the second compile of its process reads address 0 (the
+    count lives in the process's environment: this file is loaded afresh per compiler)."""
+
+    def compile(self, module, example_inputs):
+        count = int(os.environ.get("PASSNET_TEST_COMPILES", "0")) + 1
+        os.environ["PASSNET_TEST_COMPILES"] = str(count)
+        if count == 2:
+            ctypes.string_at(0)
+        return module
+
+
+class SpoilsTheProcess(Compiler):
+    """Compiles like eager, and leaves its process unable to clear up for another graph."""
+
+    def compile(self, module, example_inputs):
+        def refuse() -> None:
+            raise RuntimeError("spoiled")
+
+        torch._dynamo.reset = refuse
         return module

@@ -288,16 +288,18 @@ def test_an_evaluation_hands_the_reference_to_its_child_and_notes_its_probe(
 
     sent = []
 
-    def fake_run_isolated(
-        target: Any, args: tuple[Any, ...], timeout_s: float, **kw: Any
-    ) -> ChildOutcome:
+    def fake_run_isolated_items(
+        target: Any, args: tuple[Any, ...], items: int, timeout_s: float, **kw: Any
+    ) -> list[ChildOutcome]:
         sent.append(args[0].host_reference_ns)
         host = CoreGuard([5], reference_ns=args[0].host_reference_ns).report()
         host.probe_ns = 30.0 + len(sent)
         result = {"status": "ok", "host": dataclasses.asdict(host), "phases_s": {}}
-        return ChildOutcome(result, "done", 0, False, 0.01)
+        outcome = ChildOutcome(result, "done", 0, False, 0.01)
+        kw["on_outcome"](outcome)
+        return [outcome]
 
-    monkeypatch.setattr(_evaluate, "run_isolated", fake_run_isolated)
+    monkeypatch.setattr(_evaluate, "run_isolated_items", fake_run_isolated_items)
     monkeypatch.setattr(_evaluate, "HOST_REFERENCE", HostReference())
     first = _evaluate.evaluate_sample(MLP, "eager", device="cuda:0")
     second = _evaluate.evaluate_sample(MLP, "eager", device="cuda:0")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from passnet.evaluate import no_randomization_for_exec, run_isolated
+from passnet.evaluate import no_randomization_for_exec, run_isolated, run_isolated_items
 
 
 def _modules_at_start(send: Any) -> None:
@@ -151,3 +151,49 @@ def test_the_record_says_whether_the_childs_layout_was_fixed() -> None:
     rec = evaluate_sample(MLP, "eager", settings=fast)
     assert rec.settings["fixed_layout"] is True
     assert rec.layout_fixed is _kernel_allows_fixed_layouts()
+
+
+def _items(ends: list[str], send: Any) -> None:
+    for i, end in enumerate(ends):
+        send(("stage", f"item{i}"))
+        if end == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if end == "hang":
+            time.sleep(3600)
+        send(("result", {"item": i, "pid": os.getpid()}))
+
+
+def test_items_share_one_child_and_come_back_in_order() -> None:
+    heard: list[int] = []
+    outcomes = run_isolated_items(
+        _items,
+        (["ok", "ok", "ok"],),
+        3,
+        timeout_s=120,
+        on_outcome=lambda o: heard.append(o.result["item"]),
+    )
+    assert [o.result["item"] for o in outcomes] == [0, 1, 2] == heard
+    assert len({o.result["pid"] for o in outcomes}) == 1
+    assert [o.last_stage for o in outcomes] == ["item0", "item1", "item2"]
+    assert outcomes[-1].exitcode == 0
+
+
+@pytest.mark.parametrize("end", ["die", "hang"])
+def test_an_item_that_ends_its_child_is_the_last_outcome(end: str) -> None:
+    """The items after it are not run: the caller decides where they go."""
+    started = time.perf_counter()
+    outcomes = run_isolated_items(_items, (["ok", end, "ok"],), 3, timeout_s=3)
+    assert [o.result for o in outcomes[:1]] == [{"item": 0, "pid": outcomes[0].result["pid"]}]
+    assert len(outcomes) == 2
+    failed = outcomes[1]
+    assert failed.result is None and failed.last_stage == "item1"
+    assert failed.timed_out is (end == "hang")
+    if end == "die":
+        assert failed.signal_name == "SIGKILL"
+    # the timeout is the item's own, counted from its first message
+    assert time.perf_counter() - started < 60
+
+
+def test_items_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="items must be >= 1"):
+        run_isolated_items(_items, ([],), 0, timeout_s=10)

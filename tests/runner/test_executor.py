@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from passnet.evaluate import EvalSettings
 from passnet.record import EvalRecord
 from passnet.runner import (
     DevicePool,
     EvalJob,
     LocalExecutor,
+    groups,
     local_devices,
     plan_items,
     read_records,
@@ -261,3 +263,103 @@ def test_a_pipelined_run_with_more_preparers_than_room_ends(tmp_path: Path) -> N
     assert not runner.is_alive(), "the pipelined run did not end after its last record"
     assert sorted(r.graph for r in done) == sorted(i.label for i in items)
     assert threading.active_count() == before
+
+
+def _shared(n: int) -> EvalSettings:
+    return EvalSettings(graphs_per_child=n)
+
+
+@pytest.mark.parametrize(
+    ("count", "per_child", "slots", "sizes"),
+    [
+        (5, 1, 2, [1, 1, 1, 1, 1]),  # the default: a child each
+        (9, 32, 1, [9]),  # one GPU: a call's graphs in one child
+        (9, 32, 4, [3, 3, 3]),  # spread so that every slot has work
+        (10, 4, 1, [4, 4, 2]),  # at most graphs_per_child a child
+        (2, 8, 4, [1, 1]),
+    ],
+)
+def test_jobs_are_grouped_by_graphs_per_child_and_spread_over_slots(
+    count: int, per_child: int, slots: int, sizes: list[int]
+) -> None:
+    jobs = [EvalJob(item, "eager", settings=_shared(per_child)) for item in _items(count)]
+    found = groups(jobs, slots)
+    assert [len(g) for g in found] == sizes
+    assert [j for g in found for j in g] == jobs  # every job once, in order
+
+
+def test_only_jobs_alike_but_for_their_graph_share_a_child() -> None:
+    items = _items(4)
+    jobs = [
+        EvalJob(items[0], "eager", settings=_shared(8)),
+        EvalJob(items[1], "eager", settings=_shared(8)),
+        EvalJob(items[2], "inductor", settings=_shared(8)),
+        EvalJob(items[3], "inductor", {"mode": "max-autotune"}, settings=_shared(8)),
+    ]
+    assert [len(g) for g in groups(jobs, 1)] == [2, 1, 1]
+
+
+class FakeGroups:
+    """Stands in for evaluate_samples: one call per group, records through on_record."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, paths, compiler, config, device, settings, *, graph_labels, on_stage, on_record
+    ) -> list[EvalRecord]:
+        with self._lock:
+            self.calls.append((device, list(graph_labels)))
+        records = []
+        for i, label in enumerate(graph_labels):
+            if on_stage:
+                on_stage(i, "measure")
+            rec = EvalRecord(
+                graph=label,
+                graph_hash="0" * 64,
+                compiler=compiler,
+                compiler_config=config,
+                compiler_config_hash="h",
+                device=device,
+                status=Status.OK,
+                settings=settings.to_dict(),
+                child_position=i,
+            )
+            on_record(i, rec)
+            records.append(rec)
+        return records
+
+
+def test_a_run_with_graphs_per_child_evaluates_groups_in_shared_children(tmp_path: Path) -> None:
+    items = _items(6)
+    fake_groups = FakeGroups()
+    summary = run_evaluations(
+        items,
+        compiler="eager",
+        device="cpu",
+        settings=_shared(4),
+        out_dir=tmp_path,
+        executor=LocalExecutor(
+            ["fake:0", "fake:1"], evaluate=FakeEvaluations({}), evaluate_many=fake_groups
+        ),
+        echo_logs=False,
+    )
+    assert sorted(len(labels) for _, labels in fake_groups.calls) == [3, 3]
+    assert {device for device, _ in fake_groups.calls} <= {"fake:0", "fake:1"}
+    assert sorted(r.graph for r in summary.records) == sorted(i.label for i in items)
+    stored = read_records(tmp_path / "results.jsonl")
+    assert {r.device for r in stored} == {"cpu"}  # the device asked for: the resume key
+    assert sorted(r.child_position for r in stored) == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_failing_group_raises_in_the_consumer() -> None:
+    def broken(*args: Any, **kwargs: Any) -> list[EvalRecord]:
+        raise RuntimeError("the harness broke")
+
+    jobs = [EvalJob(item, "eager", settings=_shared(4)) for item in _items(3)]
+    with (
+        LocalExecutor(["only"], evaluate_many=broken) as executor,
+        pytest.raises(RuntimeError, match="the harness broke"),
+    ):
+        list(executor.run(jobs))

@@ -42,11 +42,25 @@ __all__ = ["Evaluation", "evaluate_pass_dir", "local_executor", "quick_settings"
 log = logging.getLogger(__name__)
 
 
+QUICK_GRAPHS_PER_CHILD = 64
+"""How many of a call's graphs ``pass_evaluator`` evaluates in one child (per device slot)."""
+
+
 def quick_settings(base: EvalSettings | None = None) -> EvalSettings:
-    """What ``pass_evaluator`` times with: 5 warm-up and 20 timed calls per side, exactly
-    (the final evaluation of a submission uses the full settings)."""
+    """What ``pass_evaluator`` times with: 5 warm-up and 20 timed calls per side, exactly,
+    and up to :data:`QUICK_GRAPHS_PER_CHILD` graphs in one evaluation child, so that a
+    call pays the child's start and the pass directory's kernel compiles once, not once
+    per graph (the final evaluation of a submission uses the full settings: a fresh child
+    per graph)."""
     base = base or EvalSettings()
-    fields = {**base.to_dict(), "warmup": 5, "trials": 20, "adaptive": False, "min_warmup_s": 0.0}
+    fields = {
+        **base.to_dict(),
+        "warmup": 5,
+        "trials": 20,
+        "adaptive": False,
+        "min_warmup_s": 0.0,
+        "graphs_per_child": QUICK_GRAPHS_PER_CHILD,
+    }
     return EvalSettings(**fields)
 
 

@@ -65,9 +65,12 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             replay_timing=args.replay_timing,
             profile_kernels=args.profile_kernels,
             fixed_layout=not args.random_layout,
+            graphs_per_child=args.graphs_per_child,
         )
     except ValueError as exc:
-        raise PassnetError(f"--warmup/--trials/--timeout/--threads: {exc}") from exc
+        raise PassnetError(
+            f"--warmup/--trials/--timeout/--threads/--graphs-per-child: {exc}"
+        ) from exc
     from passnet.compilers import COMPILERS
 
     COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
@@ -125,6 +128,11 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
 def _check_executor_options(args: argparse.Namespace) -> None:
     """Executor options that do not fit together stop the command before anything runs."""
+    if args.graphs_per_child != 1 and (args.prepare_workers or args.executor == "ray"):
+        raise PassnetError(
+            "--graphs-per-child shares a child between graphs of the local executor; with "
+            "--prepare-workers or --executor ray every graph has a child of its own"
+        )
     if args.executor != "ray":
         for given, name in ((args.ray_address, "--ray-address"), (args.ray_cpus, "--ray-cpus")):
             if given is not None:
@@ -357,6 +365,15 @@ def add_commands(subparsers: Any) -> None:
         metavar="N",
         help="compile upcoming graphs in N workers while others are timed, on cores the "
         "timing threads do not use (CUDA; default: 0, each evaluation compiles itself)",
+    )
+    p.add_argument(
+        "--graphs-per-child",
+        type=int,
+        default=1,
+        metavar="N",
+        help="evaluate up to N graphs in turn in one evaluation child, paying its start (CUDA "
+        "context, imports) once (default: 1, each graph in a fresh process; records give "
+        "each graph's child_position)",
     )
     p.add_argument(
         "--executor",

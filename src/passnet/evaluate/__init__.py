@@ -1,7 +1,12 @@
 """One graph × one compiler: the isolated child, correctness, timing → :class:`~passnet.record.EvalRecord`."""
 
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
-from passnet.evaluate._evaluate import evaluate_sample, probe_device, software_versions
+from passnet.evaluate._evaluate import (
+    evaluate_sample,
+    evaluate_samples,
+    probe_device,
+    software_versions,
+)
 from passnet.evaluate._gpu_clock import open_clock_monitor
 from passnet.evaluate._host import CoreGuard, spare_cores
 from passnet.evaluate._isolate import (
@@ -9,6 +14,7 @@ from passnet.evaluate._isolate import (
     ChildOutcome,
     no_randomization_for_exec,
     run_isolated,
+    run_isolated_items,
 )
 from passnet.evaluate._memory import (
     COPIES,
@@ -37,6 +43,7 @@ __all__ = [
     "cpu_timer",
     "cuda_timer",
     "evaluate_sample",
+    "evaluate_samples",
     "gc_paused",
     "graph_work",
     "limit_data_segment",
@@ -51,6 +58,7 @@ __all__ = [
     "probe_device",
     "roofline",
     "run_isolated",
+    "run_isolated_items",
     "software_versions",
     "spare_cores",
     "timing_cores",

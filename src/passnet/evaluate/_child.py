@@ -50,6 +50,7 @@ __all__ = [
     "pin_to_one_core",
     "probe_device_child",
     "run_child",
+    "run_children",
     "timing_cores",
 ]
 
@@ -172,6 +173,41 @@ def run_child(request: ChildRequest, send: Send) -> None:
     stage.enter("done")
     result["phases_s"] = stage.phases
     send(("result", result))
+
+
+def run_children(requests: list[ChildRequest], send: Send) -> None:
+    """Evaluate ``requests`` in turn in this one child, each as :func:`run_child` would
+    (its stages, then its result), with what one graph left behind cleared before the
+    next: Dynamo's caches and counters, unreachable objects, and, on CUDA, the caching
+    allocator's free blocks (so the next graph's poisoning reaches the memory its outputs
+    will get).
+
+    A child that cannot clear up (a sticky CUDA error an earlier graph left, say) ends
+    before it sends anything of the next graph: the parent then runs that graph and the
+    rest in a fresh child, so no graph is blamed for another's damage."""
+    for i, request in enumerate(requests):
+        if i and not _cleared_between_graphs(request.device):
+            os._exit(_UNCLEAN_EXIT)
+        run_child(request, send)
+
+
+_UNCLEAN_EXIT = 75
+"""The exit code of a shared child that could not be cleared for its next graph."""
+
+
+def _cleared_between_graphs(device: str) -> bool:
+    from torch._dynamo.utils import counters
+
+    try:
+        torch._dynamo.reset()
+        counters.clear()  # compile_cache's hits and misses are per evaluation
+        gc.collect()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - any failure: this process is not fit for another graph
+        return False
+    return not (device.startswith("cuda") and _device_problem(device))
 
 
 def _out_of_memory_at_limit(result: dict[str, Any], limit: int, stage: str) -> None:

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from passnet.errors import SampleError
-from passnet.evaluate._child import ChildRequest, probe_device_child, run_child
+from passnet.evaluate._child import ChildRequest, probe_device_child, run_child, run_children
 from passnet.evaluate._host import HostReference
-from passnet.evaluate._isolate import ChildOutcome, run_isolated
+from passnet.evaluate._isolate import ChildOutcome, run_isolated, run_isolated_items
 from passnet.evaluate._settings import EvalSettings
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
 
-__all__ = ["evaluate_sample", "probe_device", "software_versions"]
+__all__ = ["evaluate_sample", "evaluate_samples", "probe_device", "software_versions"]
 
 log = logging.getLogger(__name__)
 
@@ -97,58 +98,174 @@ def evaluate_sample(
     ``prepared``: the seconds a prepare worker spent compiling this graph into the shared
     caches (:func:`prepare_sample`), or None: then the compiler compiles as it would alone.
     """
+    (record,) = _evaluate(
+        [sample_path],
+        compiler,
+        compiler_config,
+        device,
+        settings,
+        [graph_label or str(sample_path)],
+        (lambda _i, stage: on_stage(stage)) if on_stage else None,
+        None,
+        prepared,
+    )
+    return record
+
+
+def evaluate_samples(
+    sample_paths: Sequence[str | Path],
+    compiler: str = "inductor",
+    compiler_config: dict[str, Any] | None = None,
+    device: str = "cpu",
+    settings: EvalSettings | None = None,
+    *,
+    graph_labels: Sequence[str] | None = None,
+    on_stage: Callable[[int, str], None] | None = None,
+    on_record: Callable[[int, EvalRecord], None] | None = None,
+) -> list[EvalRecord]:
+    """Evaluate several samples in turn in one isolated child (``graphs_per_child``).
+
+    Each graph is evaluated as :func:`evaluate_sample` would, but the child's start (its
+    CUDA context, the compilers' imports, what a pass directory's kernels compiled) is
+    paid once for all of them. The records say so: :attr:`EvalRecord.child_position` is a
+    graph's place in its child (0 for the first). A child that dies or times out costs
+    the graph it was evaluating (that record says how, as :func:`evaluate_sample`'s would);
+    the graphs after it go on in a fresh child. ``on_stage(i, stage)`` hears the stages of
+    the ``i``-th sample, ``on_record(i, record)`` each record as it is decided; the records
+    come back in the samples' order. ``graph_labels``: the names stored (default: paths).
+    """
+    paths = list(sample_paths)
+    labels = list(graph_labels) if graph_labels is not None else [str(p) for p in paths]
+    if len(labels) != len(paths):
+        raise ValueError(f"{len(labels)} graph labels for {len(paths)} samples")
+    return _evaluate(
+        paths, compiler, compiler_config, device, settings, labels, on_stage, on_record
+    )
+
+
+@dataclasses.dataclass
+class _Pending:
+    """One graph to evaluate: its index among the samples, request and record fields."""
+
+    index: int
+    request: ChildRequest
+    base: dict[str, Any]
+    graph_hash: str
+
+
+def _evaluate(
+    paths: list[str | Path],
+    compiler: str,
+    compiler_config: dict[str, Any] | None,
+    device: str,
+    settings: EvalSettings | None,
+    labels: list[str],
+    on_stage: Callable[[int, str], None] | None,
+    on_record: Callable[[int, EvalRecord], None] | None,
+    prepared: float | None = None,
+) -> list[EvalRecord]:
     settings = settings or EvalSettings()
     problem = settings.device_problem(device)
     if problem is not None:
         raise ValueError(problem)
     compiler_config = dict(compiler_config or {})
-    started = _now()
-    t0 = time.perf_counter()
-    label = graph_label or str(sample_path)
-    base = dict(
-        graph=label,
-        compiler=compiler,
-        compiler_config=compiler_config,
-        compiler_config_hash=compiler_config_hash(compiler, compiler_config),
-        device=device,
-        versions=software_versions(),
-        settings=settings.to_dict(),
-        started_at=started,
-        sample_digest=sample_digest(sample_path),
-    )
-    try:
-        graph_hash = load_sample(sample_path).graph_hash
-    except SampleError as exc:
-        return EvalRecord(
-            graph_hash="",
-            status=Status.SAMPLE_ERROR,
-            error=ErrorInfo(type(exc).__name__, exc.message, "load", exc.context),
-            finished_at=_now(),
-            **base,
+    records: list[EvalRecord | None] = [None] * len(paths)
+
+    def decided(index: int, record: EvalRecord) -> None:
+        records[index] = record
+        if on_record is not None:
+            on_record(index, record)
+
+    pending: list[_Pending] = []
+    for index, (path, label) in enumerate(zip(paths, labels)):
+        base = dict(
+            graph=label,
+            compiler=compiler,
+            compiler_config=compiler_config,
+            compiler_config_hash=compiler_config_hash(compiler, compiler_config),
+            device=device,
+            versions=software_versions(),
+            settings=settings.to_dict(),
+            started_at=_now(),
+            sample_digest=sample_digest(path),
         )
-    request = ChildRequest(
-        str(sample_path),
-        compiler,
-        compiler_config,
-        device,
-        settings,
-        host_reference_ns=HOST_REFERENCE.get(device),
-        prepared=prepared is not None,
-    )
-    outcome = run_isolated(
-        run_child,
-        (request,),
+        try:
+            graph_hash = load_sample(path).graph_hash
+        except SampleError as exc:
+            error = ErrorInfo(type(exc).__name__, exc.message, "load", exc.context)
+            decided(
+                index,
+                EvalRecord(
+                    graph_hash="",
+                    status=Status.SAMPLE_ERROR,
+                    error=error,
+                    finished_at=_now(),
+                    **base,
+                ),
+            )
+            continue
+        request = ChildRequest(
+            str(path),
+            compiler,
+            compiler_config,
+            device,
+            settings,
+            host_reference_ns=HOST_REFERENCE.get(device),
+            prepared=prepared is not None,
+        )
+        pending.append(_Pending(index, request, base, graph_hash))
+    while pending:
+        pending = _one_child(pending, settings, prepared, on_stage, decided)
+    return [r for r in records if r is not None]
+
+
+def _one_child(
+    pending: list[_Pending],
+    settings: EvalSettings,
+    prepared: float | None,
+    on_stage: Callable[[int, str], None] | None,
+    decided: Callable[[int, EvalRecord], None],
+) -> list[_Pending]:
+    """Evaluate ``pending`` in one child; what is left for the next child."""
+    position = 0
+    item_t0 = time.perf_counter()
+    retry: list[_Pending] = []
+
+    def on_outcome(outcome: ChildOutcome) -> None:
+        nonlocal position, item_t0
+        item = pending[position]
+        if position and outcome.result is None and not outcome.stages:
+            # The shared child ended before this graph began (it could not clear up after
+            # the last one): the graph goes to a fresh child, unblamed.
+            retry.append(item)
+            return
+        rec = _to_record(outcome, item.base, item.graph_hash)
+        if rec.compile_cache is not None and prepared is not None:
+            rec.compile_cache.prepare_s = prepared
+        if rec.host is not None:
+            HOST_REFERENCE.note(item.request.device, rec.host.probe_ns)
+        rec.child_position = position
+        now = time.perf_counter()
+        rec.phases_s["total"] = now - item_t0
+        item_t0 = now
+        position += 1
+        decided(item.index, rec)
+
+    def stage(name: str) -> None:
+        if on_stage is not None:
+            on_stage(pending[position].index, name)
+
+    single = len(pending) == 1
+    outcomes = run_isolated_items(
+        run_child if single else run_children,
+        (pending[0].request if single else [p.request for p in pending],),
+        len(pending),
         settings.timeout_s,
         fixed_layout=settings.fixed_layout,
-        on_stage=on_stage,
+        on_stage=stage,
+        on_outcome=on_outcome,
     )
-    rec = _to_record(outcome, base, graph_hash)
-    if rec.compile_cache is not None and prepared is not None:
-        rec.compile_cache.prepare_s = prepared
-    if rec.host is not None:
-        HOST_REFERENCE.note(device, rec.host.probe_ns)
-    rec.phases_s["total"] = time.perf_counter() - t0
-    return rec
+    return retry + pending[len(outcomes) :]
 
 
 def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> EvalRecord:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import logging
 import multiprocessing
@@ -46,6 +47,7 @@ __all__ = [
     "layout_fixed",
     "no_randomization_for_exec",
     "run_isolated",
+    "run_isolated_items",
 ]
 
 log = logging.getLogger(__name__)
@@ -217,6 +219,10 @@ def _die_with_the_harness() -> None:
 
 def _entry(conn: Any, target: Any, args: tuple[Any, ...], stderr_path: str | None = None) -> None:
     _die_with_the_harness()
+    # What the forkserver imported lives as long as the child: out of the collector's
+    # sight, a collection (Python's own during a compile, or between the graphs of a
+    # shared child) walks only what the child made (~0.2 s less per full collection)
+    gc.freeze()
     if stderr_path is not None:
         fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         sys.stderr.flush()
@@ -253,10 +259,48 @@ def run_isolated(
 
     Raises :class:`~passnet.errors.ChildStartError`, with the cause, when no child can be
     started (the forkserver ended: a module it preloads fails to import, say)."""
+    (outcome,) = run_isolated_items(
+        target,
+        args,
+        1,
+        timeout_s,
+        fixed_layout=fixed_layout,
+        on_stage=on_stage,
+        capture_stderr=capture_stderr,
+    )
+    return outcome
+
+
+def run_isolated_items(
+    target: Any,
+    args: tuple[Any, ...],
+    items: int,
+    timeout_s: float,
+    *,
+    fixed_layout: bool | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    on_outcome: Callable[[ChildOutcome], None] | None = None,
+    capture_stderr: bool = False,
+) -> list[ChildOutcome]:
+    """Run ``target(*args, send)`` in one child that works through ``items`` items in turn,
+    sending each item's stages and then its ``("result", dict)`` as :func:`run_isolated`'s
+    target sends its one.
+
+    Each item has ``timeout_s`` of its own, counted from its first message (the first
+    item's, like :func:`run_isolated`'s, from the child's first message); an item's
+    :attr:`ChildOutcome.started_s` is the time from the previous item's result (the first
+    item: from asking for the process) to its first message. The outcomes come back in
+    item order, each also to ``on_outcome`` as it is decided. When the child dies or runs
+    out of time during an item, that item's outcome says how (as :func:`run_isolated`'s
+    would) and is the last: the items after it were not run, and the caller decides
+    where they run next.
+    """
+    if items < 1:
+        raise ValueError(f"items must be >= 1, got {items!r}")
     global _live_children
     ctx = _acquire(fixed_layout)
     try:
-        return _run(ctx, target, args, timeout_s, on_stage, capture_stderr)
+        return _run(ctx, target, args, timeout_s, on_stage, capture_stderr, items, on_outcome)
     finally:
         with _ctx_lock:
             _live_children -= 1
@@ -325,8 +369,10 @@ def _run(
     args: tuple[Any, ...],
     timeout_s: float,
     on_stage: Callable[[str], None] | None,
-    capture_stderr: bool = False,
-) -> ChildOutcome:
+    capture_stderr: bool,
+    items: int,
+    on_outcome: Callable[[ChildOutcome], None] | None,
+) -> list[ChildOutcome]:
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
     stderr_path = (
@@ -345,15 +391,17 @@ def _run(
             target=f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}",
         ) from exc
     child_conn.close()
-    # The timeout counts from the child's first message: the forkserver's own start
+    outcomes: list[ChildOutcome] = []
+    # The timeout counts from the item's first message: the forkserver's own start
     # (seconds, paid by the first child of a run) is the harness's, not the evaluation's.
+    item_t0 = t0
     deadline = t0 + max(timeout_s, _START_BUDGET_S)
-    result: dict[str, Any] | None = None
     stages: list[str] = []
     started_s = -1.0
     timed_out = False
     provisional: dict[str, Any] | None = None
-    while True:
+    any_message = False
+    while len(outcomes) < items:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             timed_out = True
@@ -366,9 +414,10 @@ def _run(
             kind, payload = parent_conn.recv()
         except (EOFError, OSError):
             break
+        any_message = True
         if started_s < 0:
-            started_s = time.perf_counter() - t0
-            deadline = t0 + started_s + timeout_s
+            started_s = time.perf_counter() - item_t0
+            deadline = item_t0 + started_s + timeout_s
         if kind == "stage":
             stages.append(payload)
             if on_stage is not None:
@@ -376,33 +425,56 @@ def _run(
         elif kind == "provisional":
             provisional = payload
         elif kind == "result":
-            result = payload
-            break
-    if timed_out or result is None:
-        if proc.is_alive():
-            proc.kill()
+            outcome = ChildOutcome(
+                result=payload,
+                last_stage=stages[-1] if stages else "start",
+                exitcode=None,
+                timed_out=False,
+                started_s=started_s,
+                stages=stages,
+            )
+            outcomes.append(outcome)
+            if len(outcomes) < items and on_outcome is not None:
+                on_outcome(outcome)  # the last one's after the child ended
+            item_t0 = time.perf_counter()
+            deadline = item_t0 + timeout_s
+            stages, started_s, provisional = [], -1.0, None
+    finished = len(outcomes) == items
+    if not finished and proc.is_alive():
+        proc.kill()
     proc.join(timeout=30)
+    if proc.is_alive():  # done with every item but not ending: nothing more is wanted of it
+        proc.kill()
+        proc.join(timeout=30)
     parent_conn.close()
-    from_provisional = result is None and provisional is not None
     stderr_tail = ""
     if stderr_path is not None:
         stderr_tail = _read_tail(stderr_path)
-        if result is None and started_s < 0 and not os.path.exists(stderr_path):
+        if not any_message and not os.path.exists(stderr_path):
             # The child ended before it ran a line of ours: it could not unpickle its
             # target (an import failed) or the forkserver could not fork it.
             stderr_tail = f"the child never started: {_start_failure(target)}"
         with contextlib.suppress(OSError):
             os.unlink(stderr_path)
-    return ChildOutcome(
-        result=result if result is not None else provisional,
-        from_provisional=from_provisional,
-        last_stage=stages[-1] if stages else "start",
-        exitcode=proc.exitcode,
-        timed_out=timed_out,
-        started_s=max(started_s, 0.0),
-        stages=stages,
-        stderr_tail=stderr_tail,
-    )
+    if finished:
+        last = outcomes[-1]
+        last.exitcode = proc.exitcode
+        last.stderr_tail = stderr_tail
+    else:
+        last = ChildOutcome(
+            result=provisional,
+            from_provisional=provisional is not None,
+            last_stage=stages[-1] if stages else "start",
+            exitcode=proc.exitcode,
+            timed_out=timed_out,
+            started_s=max(started_s, 0.0),
+            stages=stages,
+            stderr_tail=stderr_tail,
+        )
+        outcomes.append(last)
+    if on_outcome is not None:
+        on_outcome(last)
+    return outcomes
 
 
 def _read_tail(path: str) -> str:

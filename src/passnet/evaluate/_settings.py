@@ -80,6 +80,12 @@ class EvalSettings:
     count and the largest of them); CUDA only."""
     profile_calls: int = 20
     """Calls per side under the profiler (``profile_kernels``)."""
+    graphs_per_child: int = 1
+    """How many graphs of a run one evaluation child may evaluate in turn. 1 (the
+    reference method): every graph in a fresh process. More pays a child's start (its CUDA
+    context, the compilers' imports, the kernels a pass directory compiles) once for that
+    many graphs, at the price of graphs sharing a process (cleared between them): what
+    the agent's ``pass_evaluator`` uses. Records give each graph's ``child_position``."""
 
     #: Settings that only mean something on a CUDA device, with their command-line option.
     CUDA_ONLY: ClassVar[dict[str, str]] = {
@@ -105,6 +111,7 @@ class EvalSettings:
             "trials": self.trials,
             "rounds": self.rounds,
             "profile_calls": self.profile_calls,
+            "graphs_per_child": self.graphs_per_child,
         }
         for name, value in positive.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -330,8 +330,14 @@ class EvalRecord:
     layout_fixed: bool | None = None
     """The child ran without address-space randomization (``fixed_layout``); None where
     unknown (a child that never started, records of older versions, not Linux)."""
+    child_position: int = 0
+    """The graph's place in its evaluation child: 0 for a child's first graph (with the
+    default ``graphs_per_child`` of 1, every graph's, and in records of older versions);
+    k > 0 for a child shared with k graphs evaluated before it."""
     phases_s: dict[str, float] = field(default_factory=dict)
-    """Wall time per phase of the evaluation: process_start, load, compile, measure, ..."""
+    """Wall time per phase of the evaluation: process_start, load, compile, measure, ...
+    (``process_start``: of a child's first graph, the child's start; of a later one, the
+    clearing up after the graph before it)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """warmup, trials, seed, timeout_s: what the evaluation was run with."""
     started_at: str = ""

@@ -1,6 +1,13 @@
 """Many evaluations: plan work items, run them on an executor, keep a resumable store."""
 
-from passnet.runner._executor import DevicePool, EvalJob, Executor, LocalExecutor, local_devices
+from passnet.runner._executor import (
+    DevicePool,
+    EvalJob,
+    Executor,
+    LocalExecutor,
+    groups,
+    local_devices,
+)
 from passnet.runner._plan import WorkItem, plan_items
 from passnet.runner._ray import RayExecutor
 from passnet.runner._run import RunSummary, check_device, run_evaluations
@@ -16,6 +23,7 @@ __all__ = [
     "RunSummary",
     "WorkItem",
     "check_device",
+    "groups",
     "local_devices",
     "plan_items",
     "read_records",

@@ -20,11 +20,25 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from passnet.evaluate import EvalSettings, PrepareOutcome, evaluate_sample, prepare_sample
+from passnet.evaluate import (
+    EvalSettings,
+    PrepareOutcome,
+    evaluate_sample,
+    evaluate_samples,
+    prepare_sample,
+)
 from passnet.record import EvalRecord
 from passnet.runner._plan import WorkItem
 
-__all__ = ["DevicePool", "EvalJob", "Executor", "LocalExecutor", "OnStage", "local_devices"]
+__all__ = [
+    "DevicePool",
+    "EvalJob",
+    "Executor",
+    "LocalExecutor",
+    "OnStage",
+    "groups",
+    "local_devices",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +59,10 @@ class EvalJob:
 Evaluate = Callable[..., EvalRecord]
 """``evaluate_sample``'s signature: (path, compiler, config, device, settings, graph_label=,
 on_stage=)."""
+
+EvaluateMany = Callable[..., list[EvalRecord]]
+"""``evaluate_samples``' signature: (paths, compiler, config, device, settings,
+graph_labels=, on_stage=, on_record=)."""
 
 OnStage = Callable[[EvalJob, str], None]
 """Hears each stage of a job as it begins: ``start`` when it gets a device, then the
@@ -130,6 +148,10 @@ class LocalExecutor(Executor):
     to ``prepare_cores``), each for the device whose queue is shortest, while every device
     slot evaluates prepared graphs one at a time, compiling them once from the caches.
     ``lookahead`` bounds the graphs prepared but not yet evaluated, per slot.
+
+    Without prepare workers, jobs whose settings ask for ``graphs_per_child`` > 1 run in
+    groups of up to that many (jobs alike but for their graph, spread evenly over the
+    slots), each group in one evaluation child (:func:`passnet.evaluate.evaluate_samples`).
     """
 
     def __init__(
@@ -137,6 +159,7 @@ class LocalExecutor(Executor):
         devices: Sequence[str],
         *,
         evaluate: Evaluate = evaluate_sample,
+        evaluate_many: EvaluateMany = evaluate_samples,
         prepare: Prepare = prepare_sample,
         prepare_workers: int = 0,
         prepare_cores: Sequence[int] = (),
@@ -144,6 +167,7 @@ class LocalExecutor(Executor):
     ) -> None:
         self.pool = DevicePool(devices)
         self._evaluate = evaluate
+        self._evaluate_many = evaluate_many
         self._prepare = prepare
         self.prepare_workers = max(0, prepare_workers)
         self.prepare_cores = tuple(prepare_cores)
@@ -167,19 +191,61 @@ class LocalExecutor(Executor):
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
-    def _work(self, job: EvalJob, on_stage: OnStage | None) -> EvalRecord:
+    def _work(
+        self, group: list[EvalJob], on_stage: OnStage | None, out: Callable[[EvalRecord], None]
+    ) -> None:
         with self.pool.acquire() as device:
-            return self._evaluate_job(job, device, on_stage, None)
+            if len(group) == 1:
+                out(self._evaluate_job(group[0], device, on_stage, None))
+                return
+            self._evaluate_group(group, device, on_stage, out)
+
+    def _evaluate_group(
+        self,
+        group: list[EvalJob],
+        device: str,
+        on_stage: OnStage | None,
+        out: Callable[[EvalRecord], None],
+    ) -> None:
+        first = group[0]
+        if on_stage is not None:
+            for job in group:
+                on_stage(job, "start")
+
+        def record(index: int, rec: EvalRecord) -> None:
+            rec.device = group[index].device  # the resume key: the device asked for
+            out(rec)
+
+        self._evaluate_many(
+            [job.item.path for job in group],
+            first.compiler,
+            first.compiler_config,
+            device,
+            first.settings,
+            graph_labels=[job.item.label for job in group],
+            on_stage=(lambda i, stage: on_stage(group[i], stage)) if on_stage else None,
+            on_record=record,
+        )
 
     def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
         if self.prepare_workers:
             yield from self._run_pipelined(jobs, on_stage)
             return
+        records: queue.SimpleQueue[Any] = queue.SimpleQueue()
         with cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads:
-            futures = [threads.submit(self._work, job, on_stage) for job in jobs]
+            futures = [
+                threads.submit(self._work, group, on_stage, records.put)
+                for group in groups(jobs, len(self.pool.slots))
+            ]
             try:
-                for future in cf.as_completed(futures):
-                    yield future.result()
+                for _ in jobs:
+                    while True:
+                        try:
+                            yield records.get(timeout=0.5)
+                            break
+                        except queue.Empty:
+                            _raise_failure(futures)
+                _raise_failure(futures)
             finally:
                 for future in futures:
                     future.cancel()
@@ -192,6 +258,46 @@ class LocalExecutor(Executor):
             yield from pipeline.records()
         finally:
             pipeline.stop()
+
+
+def _raise_failure(futures: list[cf.Future[None]]) -> None:
+    """Raise the exception of a job group that failed (an error of the harness's own)."""
+    for future in futures:
+        if future.done() and not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+
+
+def groups(jobs: Sequence[EvalJob], slots: int) -> list[list[EvalJob]]:
+    """``jobs`` in the groups that share an evaluation child: consecutive jobs alike but for
+    their graph (compiler, configuration, device, settings), at most ``graphs_per_child``
+    each and evenly sized so that the ``slots`` have work alike; a job alone when its
+    settings keep ``graphs_per_child`` at 1."""
+    out: list[list[EvalJob]] = []
+    run: list[EvalJob] = []
+
+    def alike(a: EvalJob, b: EvalJob) -> bool:
+        return (a.compiler, a.compiler_config, a.device, a.settings) == (
+            b.compiler,
+            b.compiler_config,
+            b.device,
+            b.settings,
+        )
+
+    def flush() -> None:
+        if not run:
+            return
+        limit = run[0].settings.graphs_per_child
+        count = max(-(-len(run) // limit), min(len(run), slots))
+        size = -(-len(run) // count)
+        out.extend(run[i : i + size] for i in range(0, len(run), size))
+        run.clear()
+
+    for job in jobs:
+        if run and not alike(run[0], job):
+            flush()
+        run.append(job)
+    flush()
+    return out
 
 
 _DONE = object()

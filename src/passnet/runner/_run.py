@@ -76,6 +76,7 @@ _ABSENT_MEANS: dict[str, Any] = {
     "replay_timing": False,
     "profile_kernels": False,
     "profile_calls": EvalSettings().profile_calls,
+    "graphs_per_child": 1,
 }
 
 
