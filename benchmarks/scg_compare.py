@@ -70,7 +70,7 @@ def _quartiles(values: list[float]) -> list[float] | None:
     return [round(v, 4) for v in (min(values), *q, max(values))]
 
 
-def compare(root: Path, noise: float) -> dict[str, Any]:
+def compare(root: Path, noise: float, metric: str = "e2e") -> dict[str, Any]:
     runs = {c: _records(root, c) for c in COMPILERS}
     missing = [c for c in COMPILERS if not runs[c]]
     if missing:
@@ -79,7 +79,10 @@ def compare(root: Path, noise: float) -> dict[str, Any]:
     rows = []
     for g in graphs:
         rec = {c: runs[c].get(g) for c in COMPILERS}
-        sp = {c: (r.speedup_e2e if r is not None else None) for c, r in rec.items()}
+        sp = {
+            c: (getattr(r, f"speedup_{metric}") if r is not None else None)
+            for c, r in rec.items()
+        }
         base = [sp["inductor"], sp["cudagraphs"]]
         best = max((s for s in base if s is not None), default=None)
         worst = min((s for s in base if s is not None), default=None)
@@ -127,6 +130,7 @@ def compare(root: Path, noise: float) -> dict[str, Any]:
         }
     compared = [r for r in rows if "within_noise" in r]
     summary = {
+        "metric": metric,
         "noise": noise,
         "graphs_compared": len(compared),
         "scg_within_noise_of_best": sum(r["within_noise"] for r in compared),
@@ -175,7 +179,7 @@ def _print(result: dict[str, Any]) -> None:
     print()
     s = result["summary"]
     print(
-        f"inductor-scg within {s['noise']:.0%} of the better of inductor and cudagraphs on "
+        f"{s['metric']} speedups: inductor-scg within {s['noise']:.0%} of the better of inductor and cudagraphs on "
         f"{s['scg_within_noise_of_best']} of {s['graphs_compared']} graphs; worse than both: "
         f"{', '.join(s['scg_worse_than_both']) or 'none'}; the two disagree on "
         f"{len(s['disagreeing_graphs'])}; AS scg {s['as_scg']:.3f} vs best of two "
@@ -193,8 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path, help="folder with one results folder per compiler")
     parser.add_argument("--noise", type=float, default=0.03)
     parser.add_argument("--json", type=Path, help="write the comparison here")
+    parser.add_argument(
+        "--metric",
+        choices=("e2e", "device"),
+        default="e2e",
+        help="per-graph speedups compared: host clock around each call (e2e, what AS "
+        "scores) or CUDA events (device: without the host's noise around the call)",
+    )
     args = parser.parse_args(argv)
-    result = compare(args.root, args.noise)
+    result = compare(args.root, args.noise, args.metric)
     _print(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")

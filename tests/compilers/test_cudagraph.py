@@ -14,11 +14,16 @@ import pytest
 import torch
 
 import passnet.compilers._builtin as builtin
-from passnet.compilers import GraphedCall, create_compiler, select_cudagraph
-from passnet.compilers._cudagraph import MARGIN
+from passnet.compilers import GraphedCall, create_compiler, mark_module_state, select_cudagraph
+from passnet.compilers._cudagraph import MARGIN, MOVES_BEFORE_COPYING, ROUNDS, _in_place
 from passnet.errors import CompilerConfigError, DeviceUnavailable
+from passnet.evaluate import EvalSettings, evaluate_sample
 from passnet.record import CudaGraphDecision, record_from_dict
 from passnet.runner import check_device
+from passnet.status import Status
+from tests.conftest import DEV
+
+BGE = DEV / "transformers-auto-model" / "bge-small-zh"
 
 
 class Replayed:
@@ -70,6 +75,21 @@ def test_launch_is_kept_when_replay_is_not_faster_by_the_margin() -> None:
     assert "not 3% faster" in d.reason
     chosen, d = select_cudagraph(_fn, X, graphed=Replayed, timer=clock(1.0, 2.5))
     assert chosen is _fn and d.chosen == "launch"
+
+
+def test_the_variants_are_timed_in_turn_and_a_burst_of_noise_does_not_decide() -> None:
+    order: list[str] = []
+
+    def bursty(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
+        variant = "graph" if isinstance(fn, Replayed) else "launch"
+        order.append(variant)
+        if len(order) in (2, 3):  # the host is busy while the first replays are timed
+            return 50.0
+        return 0.4 if variant == "graph" else 1.0
+
+    chosen, d = select_cudagraph(_fn, X, graphed=Replayed, timer=bursty)
+    assert order == ["launch", "graph"] * ROUNDS
+    assert isinstance(chosen, Replayed) and (d.launch_ms, d.graph_ms) == (1.0, 0.4)
 
 
 def test_a_call_that_cannot_be_captured_is_launched_and_says_why() -> None:
@@ -185,6 +205,61 @@ def test_parameters_are_replayed_in_place_and_a_moved_one_re_records() -> None:
     w2 = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
     torch.testing.assert_close(call(x, w2), x @ w2)
     assert decision.rerecords == 1
+
+
+@pytest.mark.gpu
+def test_marked_module_state_is_replayed_in_place_like_parameters() -> None:
+    """A GraphNet graph's weights are plain tensor inputs: marked, they are not copied."""
+    w = torch.randn(32, 32, device="cuda")
+    x = torch.randn(4, 32, device="cuda")
+    example = [x, w]
+    mark_module_state(example, [1])
+    call = GraphedCall(lambda a, b: a @ b, example)
+    assert call.copy_bytes == 4 * 32 * 4  # x only
+    decision = CudaGraphDecision(name="g", chosen="cudagraph", launch_ms=1.0)
+    call.decision = decision
+    w.mul_(2)
+    torch.testing.assert_close(call(x.clone(), w), x @ w)
+    assert decision.rerecords == 0
+    w2 = torch.randn(32, 32, device="cuda")  # another tensor, unmarked: the place decides
+    torch.testing.assert_close(call(x, w2), x @ w2)
+    assert decision.rerecords == 1
+
+
+@pytest.mark.gpu
+def test_marked_state_that_moves_on_every_call_is_copied_in_after_a_few_re_records() -> None:
+    x = torch.randn(4, 32, device="cuda")
+    w = torch.randn(32, 32, device="cuda")
+    example = [x, w]
+    mark_module_state(example, [1])
+    call = GraphedCall(lambda a, b: a @ b, example)
+    for _ in range(3):  # moves now and then (the harness's phases): kept in place
+        w = w.clone()
+        call(x, w)
+        torch.testing.assert_close(call(x, w), x @ w)
+    assert call.rerecords == 3 and call.copy_bytes == 4 * 32 * 4
+    for _ in range(MOVES_BEFORE_COPYING + 3):
+        w = torch.randn(32, 32, device="cuda")  # fresh weights each call, as a mutating
+        torch.testing.assert_close(call(x, w), x @ w)  # graph's evaluation hands them
+    assert call.rerecords == 3 + MOVES_BEFORE_COPYING
+    assert call.copy_bytes == 4 * 32 * 4 + 32 * 32 * 4
+
+
+@pytest.mark.gpu
+def test_inductor_scg_copies_only_the_inputs_of_a_graphnet_graph(tmp_path) -> None:
+    """bge-small-zh: 95.8 MB of weights, two small int64 inputs; replays copy the inputs."""
+    rec = evaluate_sample(
+        BGE, "inductor-scg", device="cuda", settings=EvalSettings(warmup=2, trials=5)
+    )
+    assert rec.status is Status.OK, rec.error
+    copied = [d.copy_bytes for d in rec.cudagraphs if d.graph_ms is not None]
+    assert copied and max(copied) < 1 << 20
+
+
+def test_mark_module_state_marks_only_tensors_at_the_positions() -> None:
+    values = [torch.zeros(2), torch.zeros(3), 4]
+    mark_module_state(values, [1, 2])
+    assert [_in_place(v) for v in values] == [False, True, False]
 
 
 @pytest.mark.gpu

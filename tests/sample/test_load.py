@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from passnet.errors import SampleError
-from passnet.sample import find_samples, load_sample
+from passnet.sample import find_samples, is_module_state, load_sample
 from tests.conftest import BERT, DEV, MLP, SYMINT_HEAD
 
 ALL = find_samples([DEV])
@@ -129,3 +129,29 @@ def test_data_length_must_match_shape(tmp_path: Path) -> None:
     (s / "weight_meta.py").write_text(text.replace("data = [4]", "data = [4, 5]", 1))
     with pytest.raises(SampleError, match="data has 2 values"):
         load_sample(s)
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [
+        ("L_self_modules_conv1_modules_0_parameters_weight_", True),
+        ("L_self_modules_0_modules_auto_model_modules_embeddings_buffers_position_ids_", True),
+        ("L_self_modules_encoder_modules_layer_modules_0_modules_layernorm_before_eps", True),
+        ("l_self_modules_fc_parameters_bias_", True),
+        ("L_x_", False),
+        ("L_input_input_ids_", False),
+        ("L_args_0_", False),
+        ("s0", False),
+        ("L_kwargs_pixel_values_", False),
+    ],
+)
+def test_module_state_is_told_from_inputs_by_dynamos_names(name: str, state: bool) -> None:
+    assert is_module_state(name) is state
+
+
+def test_a_graphs_module_state_positions_are_its_weights_not_its_inputs() -> None:
+    sample = load_sample(DEV / "transformers-auto-model" / "bge-small-zh")
+    state = set(sample.module_state_positions)
+    inputs = [n for i, n in enumerate(sample.param_names) if i not in state]
+    assert inputs == ["L_input_input_ids_", "L_input_attention_mask_"]
+    assert len(state) == len(sample.param_names) - 2

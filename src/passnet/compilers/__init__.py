@@ -13,13 +13,21 @@ machinery)::
 from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
 from passnet.compilers._base import COMPILERS, Compiler, create_compiler, register_compiler
 from passnet.compilers._builtin import compile_warm, stop_compile_workers
-from passnet.compilers._cudagraph import GraphedCall, capture_graph, select_cudagraph
+from passnet.compilers._cudagraph import (
+    GraphedCall,
+    capture_graph,
+    is_module_state,
+    mark_module_state,
+    select_cudagraph,
+)
 
 __all__ = [
     "COMPILERS",
     "GraphedCall",
     "Compiler",
     "capture_graph",
+    "is_module_state",
+    "mark_module_state",
     "compile_warm",
     "create_compiler",
     "register_compiler",

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from passnet.compilers._base import Compiler, register_compiler
-from passnet.compilers._cudagraph import select_cudagraph
+from passnet.compilers._cudagraph import is_module_state, select_cudagraph
 from passnet.record import CudaGraphDecision
 
 __all__ = [
@@ -212,7 +212,20 @@ class InductorSelectiveCudaGraphs(Inductor):
 
 @register_compiler("cudagraphs")
 class CudaGraphs(Inductor):
-    """``torch.compile(mode="reduce-overhead")``: Inductor plus CUDA-graph replay (CUDA only)."""
+    """``torch.compile(mode="reduce-overhead")``: Inductor plus CUDA-graph replay (CUDA only).
+
+    CUDA graph trees copy every input into the graph's buffers on each replay except a
+    module's parameters and inputs at static addresses. A GraphNet graph takes its weights
+    as plain inputs: those the harness marked as the module's state
+    (:func:`~passnet.compilers.mark_module_state`) are marked static addresses
+    (unguarded: a weight at a new address re-records, as a moved parameter would), so the
+    weights are read in place as the model's parameters would be."""
 
     mode = "reduce-overhead"
     requires_cuda = True
+
+    def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
+        for x in example_inputs:
+            if is_module_state(x):
+                torch._dynamo.mark_static_address(x, guard=False)
+        return super().compile(module, example_inputs)

@@ -12,10 +12,16 @@ Dynamo graph, and what the pass compilers do with ``cudagraphs=auto``.
 
 A graphed call returns the graph's static output buffers, as CUDA graph trees do: the
 next call overwrites them (the harness compares a call's outputs before the next call).
+
+A model's weights are its module's state, which CUDA graph trees read where they live
+(``nn.Parameter``): a GraphNet graph takes them as plain tensor inputs, so the harness
+marks them (:func:`mark_module_state`, from the sample's parameter names) and a graphed
+call treats the marked inputs as it treats parameters, in place, never copied.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,10 +31,38 @@ import torch
 from passnet.errors import PassRejected
 from passnet.record import CudaGraphDecision
 
-__all__ = ["GraphedCall", "capture_graph", "select_cudagraph"]
+__all__ = [
+    "GraphedCall",
+    "capture_graph",
+    "is_module_state",
+    "mark_module_state",
+    "select_cudagraph",
+]
 
 MARGIN = 0.03
 """A graph is replayed only when replaying is at least this much faster (noise aside)."""
+
+
+_STATE_MARK = "_passnet_module_state"
+
+
+def mark_module_state(values: Sequence[Any], positions: Sequence[int]) -> None:
+    """Mark the tensors at ``positions`` of ``values`` (a graph's example inputs) as its
+    module's state (weights, buffers): a CUDA-graphed call reads them in place, as it reads
+    ``nn.Parameter`` inputs, instead of copying them in on every replay."""
+    for i in positions:
+        if isinstance(values[i], torch.Tensor):
+            setattr(values[i], _STATE_MARK, True)
+
+
+def is_module_state(x: Any) -> bool:
+    """Whether :func:`mark_module_state` marked ``x``."""
+    return isinstance(x, torch.Tensor) and bool(getattr(x, _STATE_MARK, False))
+
+
+def _in_place(x: Any) -> bool:
+    """A graph input captured where it lives: a parameter, or marked module state."""
+    return isinstance(x, torch.nn.Parameter) or is_module_state(x)
 
 
 def capture_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Any]:
@@ -48,24 +82,38 @@ def capture_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Any
     return graph, outputs
 
 
+MOVES_BEFORE_COPYING = 4
+"""Calls in a row that each found marked module state at a new address, after which it
+is copied in like an input."""
+
+
 class GraphedCall:
-    """``fn`` captured once and replayed. Parameters (``nn.Parameter`` inputs, as Dynamo
-    passes a module's weights) are captured in place and never copied, as CUDA graph trees
-    treat them: a replay reads them where they live. Every other tensor input is captured
-    on a private copy, and each call copies its value in. A parameter given at a new
-    address re-records the graph (counted in the decision's ``rerecords``). Non-tensor inputs must equal
-    the example's (they are baked into the graph)."""
+    """``fn`` captured once and replayed. Module state (``nn.Parameter`` inputs, as Dynamo
+    passes a module's weights, and inputs :func:`mark_module_state` marked) is captured in
+    place and never copied, as CUDA graph trees treat parameters: a replay reads it where
+    it lives. Every other tensor input is captured on a private copy, and each call copies
+    its value in. Module state given at a new address re-records the graph (counted in the
+    decision's ``rerecords``); marked state that moves on every call (a graph that mutates
+    its weights is handed fresh ones each time) is copied in like an input once it moved
+    on :data:`MOVES_BEFORE_COPYING` calls in a row. Non-tensor inputs must equal the
+    example's (they are baked into the graph)."""
 
     def __init__(self, fn: Callable[..., Any], example_inputs: Sequence[Any]) -> None:
         self.fn = fn
         self.decision: CudaGraphDecision | None = None
         """Set by :func:`select_cudagraph`: re-records are counted in it."""
-        self.static = [_static(x) for x in example_inputs]
-        self.graph, self.outputs = capture_graph(fn, self.static)
+        self.rerecords = 0
+        self.moves_in_a_row = 0
+        self.in_place = [_in_place(x) for x in example_inputs]
+        self._capture([x if keep else _copy(x) for x, keep in zip(example_inputs, self.in_place)])
+
+    def _capture(self, static: list[Any]) -> None:
+        self.static = static
+        self.graph, self.outputs = capture_graph(self.fn, static)
         copied = [
             (i, x)
-            for i, x in enumerate(self.static)
-            if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter)
+            for i, x in enumerate(static)
+            if isinstance(x, torch.Tensor) and not self.in_place[i]
         ]
         self.copy_bytes = sum(x.numel() * x.element_size() for _, x in copied)
         # The copies are batched per (dtype, device): one foreach copy launches a few
@@ -75,7 +123,7 @@ class GraphedCall:
         for i, x in copied:
             groups.setdefault((x.dtype, x.device), []).append(i)
         self._copy_groups = [
-            (positions, [self.static[i] for i in positions]) for positions in groups.values()
+            (positions, [static[i] for i in positions]) for positions in groups.values()
         ]
 
     def __call__(self, *inputs: Any) -> Any:
@@ -85,32 +133,44 @@ class GraphedCall:
                 f"{len(self.static)}"
             )
         moved = False
-        for buffer, value in zip(self.static, inputs):
-            if isinstance(buffer, torch.nn.Parameter):
+        for buffer, value, keep in zip(self.static, inputs, self.in_place):
+            if keep:
                 moved |= value.data_ptr() != buffer.data_ptr()
             elif not isinstance(buffer, torch.Tensor) and buffer != value:
                 raise ValueError(
                     f"a CUDA-graphed call got {value!r} where it was captured with {buffer!r}"
                 )
+        self.moves_in_a_row = self.moves_in_a_row + 1 if moved else 0
+        if moved:
+            self._rerecord(inputs)
         for positions, buffers in self._copy_groups:
             torch._foreach_copy_(buffers, [inputs[i] for i in positions])
-        if moved:
-            if self.decision is not None:
-                self.decision.rerecords += 1
-            self.static = [
-                _static(v) if isinstance(b, torch.nn.Parameter) else b
-                for b, v in zip(self.static, inputs)
-            ]
-            self.graph, self.outputs = capture_graph(self.fn, self.static)
         self.graph.replay()
         return self.outputs
 
+    def _rerecord(self, inputs: Sequence[Any]) -> None:
+        """Capture again on the module state where it now lives (the copied inputs on
+        their buffers; inputs that stop being kept in place get buffers of their own)."""
+        self.rerecords += 1
+        if self.decision is not None:
+            self.decision.rerecords += 1
+        was_in_place = self.in_place
+        if self.moves_in_a_row >= MOVES_BEFORE_COPYING:
+            self.in_place = [isinstance(x, torch.nn.Parameter) for x in inputs]
+        static = []
+        for buffer, value, before, keep in zip(self.static, inputs, was_in_place, self.in_place):
+            if keep:
+                static.append(value)
+            elif before:
+                static.append(_copy(value))  # demoted: a buffer of its own from now on
+            else:
+                static.append(buffer)
+        self._capture(static)
 
-def _static(x: Any) -> Any:
-    """The buffer a graph is captured on: a parameter itself, a copy of any other tensor."""
-    if isinstance(x, torch.nn.Parameter) or not isinstance(x, torch.Tensor):
-        return x
-    return x.clone()
+
+def _copy(x: Any) -> Any:
+    """The private buffer a copied input is captured on (non-tensors as they are)."""
+    return x.clone() if isinstance(x, torch.Tensor) else x
 
 
 def _median_ms(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
@@ -125,6 +185,11 @@ def _median_ms(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> flo
     return times[len(times) // 2]
 
 
+ROUNDS = 5
+"""Rounds of the selection: each times both variants in turn, so a burst of host noise
+(another process, a clock change) falls on both alike, and the median round decides."""
+
+
 def select_cudagraph(
     fn: Callable[..., Any],
     example_inputs: Sequence[Any],
@@ -135,13 +200,14 @@ def select_cudagraph(
     timer: Callable[[Callable[..., Any], Sequence[Any], int], float] = _median_ms,
 ) -> tuple[Callable[..., Any], CudaGraphDecision]:
     """``fn`` or its CUDA-graphed form, whichever ran faster on ``example_inputs`` (host
-    clock around synchronized calls, median of ``calls`` after a warm-up), and why."""
+    clock around synchronized calls; :data:`ROUNDS` rounds that each time both variants in
+    turn, ``calls`` calls per variant in all; each variant's median over the rounds'
+    medians), and why."""
     started = time.perf_counter()
-    launch_ms = timer(fn, example_inputs, calls)
+    per_round = max(3, calls // ROUNDS)
     try:
         replayed = graphed(fn, example_inputs)
         replayed(*example_inputs)  # a warm-up replay: the first one pays for its setup
-        graph_ms = timer(replayed, example_inputs, calls)
     except PassRejected:
         raise  # a pass that misbehaves while captured is caught, never timed the other way
     except Exception as exc:  # noqa: BLE001 - a call that cannot be captured is the answer
@@ -149,11 +215,16 @@ def select_cudagraph(
         decision = CudaGraphDecision(
             name=name,
             chosen="launch",
-            launch_ms=launch_ms,
+            launch_ms=timer(fn, example_inputs, calls),
             reason=f"cannot be captured: {type(exc).__name__}: {exc}"[:300],
             selection_s=time.perf_counter() - started,
         )
         return fn, decision
+    launches, replays = [], []
+    for _ in range(ROUNDS):
+        launches.append(timer(fn, example_inputs, per_round))
+        replays.append(timer(replayed, example_inputs, per_round))
+    launch_ms, graph_ms = statistics.median(launches), statistics.median(replays)
     pays = graph_ms < launch_ms * (1 - MARGIN)
     decision = CudaGraphDecision(
         name=name,

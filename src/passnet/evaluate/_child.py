@@ -274,7 +274,7 @@ def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:
 def _evaluate(
     req: ChildRequest, stage: _Stage, result: dict[str, Any], loaded: dict[str, Any]
 ) -> None:
-    from passnet.compilers import create_compiler
+    from passnet.compilers import create_compiler, mark_module_state
     from passnet.sample import load_sample
 
     s = req.settings
@@ -301,7 +301,11 @@ def _evaluate(
     if s.poison_allocator:
         _poison_free_memory(device)
     try:
-        compiled = compiler.compile(module, _clone(inputs1))
+        example = _clone(inputs1)
+        # the model's weights as what they were, its module's state: CUDA-graphed calls
+        # read them in place (as CUDA graph trees read parameters), never copy them
+        mark_module_state(example, sample.module_state_positions)
+        compiled = compiler.compile(module, example)
         stage.enter("compiled_run")
         with compiler.checked_call():
             out_c, args_c = _call(compiled, inputs1, device)

@@ -65,7 +65,7 @@ def _prepare_child(
 ) -> None:
     import torch
 
-    from passnet.compilers import create_compiler
+    from passnet.compilers import create_compiler, mark_module_state
     from passnet.evaluate._memory import check_fits
     from passnet.sample import load_sample
 
@@ -78,6 +78,7 @@ def _prepare_child(
         check_fits(sample, device)
         module = sample.build_module(device)
         inputs = sample.replay_inputs(device, seed)
+        mark_module_state(inputs, sample.module_state_positions)  # as the evaluation does
         compiler = create_compiler(compiler_name, **compiler_config)
         with torch.no_grad():
             compiler.compile(module, inputs)

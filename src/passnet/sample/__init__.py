@@ -39,6 +39,7 @@ from passnet.sample._replay import ParamUsage, analyze_usage, replay_cache, repl
 from passnet.sample._sample import (
     OPTIONAL_FILES,
     Sample,
+    is_module_state,
     load_sample,
     missing_optional_files,
     sample_digest,
@@ -71,6 +72,7 @@ __all__ = [
     "is_builtin_op_namespace",
     "is_sample_dir",
     "load_custom_op",
+    "is_module_state",
     "load_sample",
     "missing_optional_files",
     "model_line",

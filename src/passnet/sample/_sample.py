@@ -22,7 +22,7 @@ from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
 
-__all__ = ["Sample", "load_sample"]
+__all__ = ["Sample", "is_module_state", "load_sample"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,12 @@ class Sample:
     @property
     def param_names(self) -> list[str]:
         return [name for name, _ in self.params]
+
+    @property
+    def module_state_positions(self) -> list[int]:
+        """Positions of the forward parameters that are the captured module's state (its
+        parameters, buffers and attributes: :func:`is_module_state`), not its inputs."""
+        return [i for i, name in enumerate(self.param_names) if is_module_state(name)]
 
     def is_symint(self, name: str) -> bool:
         return dict(self.params)[name].endswith("SymInt")
@@ -145,6 +151,21 @@ class Sample:
                 ) from exc
             values.append(value.to(device) if isinstance(value, torch.Tensor) else value)
         return values
+
+
+_MODULE_STATE = re.compile(r"^l_self_|(^|_)(parameters|buffers)_", re.IGNORECASE)
+
+
+def is_module_state(name: str) -> bool:
+    """Whether a forward parameter named ``name`` was the captured module's own state.
+
+    GraphNet samples pass a model's weights to ``forward`` like its inputs, and mostly
+    describe both in weight_meta.py; Dynamo's names tell them apart: a module's
+    parameters and buffers are lifted as ``L_self_..._parameters_...`` and
+    ``..._buffers_...``, its other attributes (``eps``, ``dropout_p``) as ``L_self_...``,
+    while the model's inputs are ``L_x_``, ``L_input_ids_``, ``L_args_0_``, ``s0``...
+    """
+    return bool(_MODULE_STATE.search(name))
 
 
 def _read_text(path: Path, sample: Path, required: bool) -> str | None:
