@@ -190,38 +190,27 @@ def test_many_inputs_of_mixed_dtypes_are_all_copied_in_before_a_replay() -> None
         call(*new)
 
 
+def _state(kind: str) -> torch.Tensor:
+    w = torch.randn(32, 32, device="cuda")
+    return torch.nn.Parameter(w, requires_grad=False) if kind == "parameter" else w
+
+
 @pytest.mark.gpu
-def test_parameters_are_replayed_in_place_and_a_moved_one_re_records() -> None:
-    w = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
-    x = torch.randn(4, 32, device="cuda")
-    call = GraphedCall(lambda a, b: a @ b, [x, w])
+@pytest.mark.parametrize("kind", ["parameter", "marked"])
+def test_module_state_is_replayed_in_place_and_a_moved_one_re_records(kind: str) -> None:
+    """Parameters, and a GraphNet graph's weights (plain inputs, marked), are not copied."""
+    w, x = _state(kind), torch.randn(4, 32, device="cuda")
+    example = [x, w]
+    mark_module_state(example, [1] if kind == "marked" else [])
+    call = GraphedCall(lambda a, b: a @ b, example)
     assert call.copy_bytes == 4 * 32 * 4  # x only
     decision = CudaGraphDecision(name="g", chosen="cudagraph", launch_ms=1.0)
     call.decision = decision
     with torch.no_grad():
         w.mul_(2)  # updated in place: the replay reads it where it lives
-    torch.testing.assert_close(call(x, w), x @ w)
-    assert decision.rerecords == 0
-    w2 = torch.nn.Parameter(torch.randn(32, 32, device="cuda"))
-    torch.testing.assert_close(call(x, w2), x @ w2)
-    assert decision.rerecords == 1
-
-
-@pytest.mark.gpu
-def test_marked_module_state_is_replayed_in_place_like_parameters() -> None:
-    """A GraphNet graph's weights are plain tensor inputs: marked, they are not copied."""
-    w = torch.randn(32, 32, device="cuda")
-    x = torch.randn(4, 32, device="cuda")
-    example = [x, w]
-    mark_module_state(example, [1])
-    call = GraphedCall(lambda a, b: a @ b, example)
-    assert call.copy_bytes == 4 * 32 * 4  # x only
-    decision = CudaGraphDecision(name="g", chosen="cudagraph", launch_ms=1.0)
-    call.decision = decision
-    w.mul_(2)
     torch.testing.assert_close(call(x.clone(), w), x @ w)
     assert decision.rerecords == 0
-    w2 = torch.randn(32, 32, device="cuda")  # another tensor, unmarked: the place decides
+    w2 = _state(kind)  # at another address (a plain tensor is unmarked: the place decides)
     torch.testing.assert_close(call(x, w2), x @ w2)
     assert decision.rerecords == 1
 

@@ -27,6 +27,23 @@ from passnet.status import Status
 from tests.conftest import DEV
 
 
+def _ok(
+    label: str, compiler: str, config: dict[str, Any], device: str, settings: Any, **more: Any
+) -> EvalRecord:
+    """The record of a fake evaluation that went well."""
+    return EvalRecord(
+        graph=label,
+        graph_hash="0" * 64,
+        compiler=compiler,
+        compiler_config=config,
+        compiler_config_hash="h",
+        device=device,
+        status=Status.OK,
+        settings=settings.to_dict(),
+        **more,
+    )
+
+
 class FakeEvaluations:
     """Stands in for evaluate_sample: sleeps a per-graph time 'on' the device it is handed
     and records when each device was busy."""
@@ -54,16 +71,7 @@ class FakeEvaluations:
         end = time.perf_counter()
         with self._lock:
             self.intervals.append((device, start, end, graph_label))
-        return EvalRecord(
-            graph=graph_label,
-            graph_hash="0" * 64,
-            compiler=compiler,
-            compiler_config=config,
-            compiler_config_hash="h",
-            device=device,
-            status=Status.OK,
-            settings=settings.to_dict(),
-        )
+        return _ok(graph_label, compiler, config, device, settings)
 
     def overlaps(self) -> list[tuple[str, str, str]]:
         """Pairs of evaluations that held one device at the same time."""
@@ -315,17 +323,7 @@ class FakeGroups:
         for i, label in enumerate(graph_labels):
             if on_stage:
                 on_stage(i, "measure")
-            rec = EvalRecord(
-                graph=label,
-                graph_hash="0" * 64,
-                compiler=compiler,
-                compiler_config=config,
-                compiler_config_hash="h",
-                device=device,
-                status=Status.OK,
-                settings=settings.to_dict(),
-                child_position=i,
-            )
+            rec = _ok(label, compiler, config, device, settings, child_position=i)
             on_record(i, rec)
             records.append(rec)
         return records
