@@ -370,3 +370,69 @@ def test_float16_convolutions_run_in_float32_on_the_cpu_with_the_same_results() 
     reference = torch.conv2d(x, w, None, 1, 2)
     assert fast.dtype == torch.float16 and fast.shape == reference.shape
     torch.testing.assert_close(fast, reference, rtol=2e-3, atol=2e-3)
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != "generalize.jsonl"
+    }
+
+
+def test_a_crash_or_a_hang_is_that_samples_record_and_the_batch_goes_on(tmp_path: Path) -> None:
+    from tests.dataset.test_decompose import make_toy
+    from tests.dataset.test_decompose_batch import _toy_with
+
+    root = tmp_path / "in"
+    samples = [
+        make_toy(root / "a_good"),
+        _toy_with(root / "b_crash", "ctypes.string_at(0)"),
+        _toy_with(root / "c_hang", "time.sleep(600)"),
+        make_toy(root / "d_good"),
+    ]
+    results = generalize_samples(
+        samples, tmp_path / "var", dtypes=["float16"], shape_factors=[], timeout_s=15
+    )
+    by_name = {r.name: r for r in results}
+    assert by_name["b_crash"].status == "crashed"
+    assert "SIGSEGV" in by_name["b_crash"].error.message
+    assert by_name["c_hang"].status == "timeout"
+    assert "15 s" in by_name["c_hang"].error.message
+    for good in ("a_good", "d_good"):
+        assert by_name[good].status == "ok" and written(by_name[good]), by_name[good].error
+    recorded = read_generalize_manifest(tmp_path / "var" / "generalize.jsonl")
+    assert sorted(r.status for r in recorded) == ["crashed", "ok", "ok", "timeout"]
+    assert all(r.graph_hash for r in recorded)  # a failed sample's record names its graph
+
+
+def test_jobs_write_the_files_one_job_writes(tmp_path: Path) -> None:
+    from tests.dataset.test_decompose import make_toy
+
+    samples = [make_toy(tmp_path / "in" / f"toy{i}") for i in range(3)]
+    options = {"dtypes": ["float16", "bfloat16"], "shape_factors": []}
+    one = generalize_samples(samples, tmp_path / "one", **options)
+    two = generalize_samples(samples, tmp_path / "two", jobs=2, **options)
+    assert [r.status for r in one] == [r.status for r in two] == ["ok"] * 3
+    assert _tree(tmp_path / "one") == _tree(tmp_path / "two") != {}
+    in_process = generalize_samples(samples, tmp_path / "in-process", isolated=False, **options)
+    assert _tree(tmp_path / "in-process") == _tree(tmp_path / "one")
+    assert [r.status for r in in_process] == ["ok"] * 3
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--jobs", "0", "--jobs must be 1 or more"),
+        ("--timeout", "0", "--timeout must be a positive number of seconds"),
+        ("--memory-limit-gb", "-1", "--memory-limit-gb must be 0 (no limit) or more"),
+    ],
+)
+def test_generalize_options_out_of_range_stop_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    from passnet.cli import main
+
+    assert main(["generalize", str(BERT), "--out", str(tmp_path / "v"), option, value]) == 2
+    assert message in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "v").exists()

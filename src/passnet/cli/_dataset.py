@@ -102,10 +102,13 @@ examples:
   passnet generalize samples/bert --out variants --dtypes float16 --shape-factors 2 4 8
   passnet generalize subgraphs/ --out variants --no-shapes --device cuda
   passnet generalize subgraphs/mmseg --out variants --root subgraphs --catalog catalog.sqlite
+  passnet generalize subgraphs/ --out variants --jobs 8 --timeout 300
 Writes OUT/<name>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
 outputs (<name>: the sample's path relative to --root, as for decompose), and
 OUT/generalize.jsonl; failing variants are listed with the reason, and scaled shapes
-over --max-variant-mb are counted as too large (reasons in generalize.jsonl).
+over --max-variant-mb are counted as too large (reasons in generalize.jsonl). Samples
+run in child processes (up to 32 in turn in one), each stopped after --timeout seconds:
+a hang or a crash is that sample's status (timeout, crashed, out_of_memory).
 """
 
 BENCH_EXAMPLES = """\
@@ -497,6 +500,15 @@ def _cmd_motifs(args: argparse.Namespace, console: Console) -> int:
 def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import VariantStatus, generalize_samples
 
+    if args.jobs < 1:
+        raise PassnetError(f"--jobs must be 1 or more, got {args.jobs}")
+    if not args.timeout > 0:
+        raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.memory_limit_gb < 0:
+        raise PassnetError(
+            f"--memory-limit-gb must be 0 (no limit) or more, got {args.memory_limit_gb}"
+        )
+
     with _catalog(args.catalog) as catalog:
         results = generalize_samples(
             args.paths,
@@ -511,6 +523,9 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
             device=args.device,
             seed=args.seed,
             max_variant_mb=args.max_variant_mb or None,
+            jobs=args.jobs,
+            timeout_s=args.timeout,
+            memory_limit_gb=args.memory_limit_gb or None,
         )
     table = Table("sample", "symbols", "written", "failed", "too large")
     for res in results:
@@ -796,6 +811,24 @@ def add_commands(subparsers: Any) -> None:
         help="name each sample's output folder by its path relative to ROOT (as decompose)",
     )
     p.add_argument("--catalog", help="record the written variants in this SQLite catalog")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="child processes generalizing at once, each with its share of the cores (default: 1)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds per sample before it is stopped, status timeout (default: 600)",
+    )
+    p.add_argument(
+        "--memory-limit-gb",
+        type=float,
+        default=8.0,
+        help="data memory of each child process (default: 8; 0: no limit)",
+    )
     p.add_argument(
         "--no-resume", action="store_true", help="redo samples already in generalize.jsonl"
     )

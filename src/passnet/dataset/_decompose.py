@@ -71,6 +71,7 @@ from passnet.sample import (
     TensorMeta,
     find_samples,
     load_sample,
+    recorded_hash,
     replay_cache,
     write_sample,
 )
@@ -1050,7 +1051,7 @@ def decompose_samples(
         before = done.get((str(path), kinds_key, motif_key))
         if (
             before is not None
-            and before.graph_hash == _recorded_hash(path)
+            and before.graph_hash == recorded_hash(path)
             and not (retry_failed and before.status != DecomposeStatus.OK.value)
         ):
             results_by_path[path] = before
@@ -1074,7 +1075,7 @@ def decompose_samples(
 
     def finish(path: Path, name: str, result: DecomposeResult) -> None:
         result.name, result.root = name, str(chosen_root)
-        result.graph_hash = result.graph_hash or _recorded_hash(path)
+        result.graph_hash = result.graph_hash or recorded_hash(path)
         if catalog is not None:
             _record_in_catalog(catalog, result)
         append_jsonl(manifest, result.to_dict())
@@ -1099,12 +1100,3 @@ def decompose_samples(
                     bar.update(task, description=name)
                     bar.advance(task)
     return [results_by_path[p] for p in samples]
-
-
-def _recorded_hash(path: Path) -> str:
-    """The hash in the sample's ``graph_hash.txt`` (what a record's ``graph_hash`` is; read
-    without loading the sample, whose metadata can take a second to parse)."""
-    try:
-        return (path / "graph_hash.txt").read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return ""

@@ -34,12 +34,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import logging
 import math
+import os
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -74,6 +78,7 @@ from passnet.sample import (
     TensorMeta,
     find_samples,
     load_sample,
+    recorded_hash,
     replay_value,
     write_sample,
 )
@@ -785,6 +790,12 @@ def _result_from_dict(d: dict[str, Any]) -> GeneralizeResult:
     return GeneralizeResult(**d)
 
 
+DEFAULT_TIMEOUT_S = 600.0
+"""Default time bound of one sample's generalization, in an isolated run."""
+SAMPLES_PER_CHILD = 32
+"""At most this many samples are generalized in turn in one child process."""
+
+
 def generalize_samples(
     paths: Iterable[str | Path],
     out_dir: str | Path,
@@ -793,6 +804,10 @@ def generalize_samples(
     resume: bool = True,
     progress: bool = False,
     catalog: Any = None,
+    isolated: bool = True,
+    jobs: int = 1,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_gb: float | None = 8.0,
     **options: Any,
 ) -> list[GeneralizeResult]:
     """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
@@ -803,8 +818,15 @@ def generalize_samples(
     :func:`~passnet.dataset.decompose_samples` (the root recorded in ``out_dir``, else
     the common folder of the samples' parents), so chunks and whole runs agree.
     ``catalog``: a :class:`~passnet.dataset.Catalog` that records each written variant
-    (kind ``variant``, its ``generalization`` provenance)."""
+    (kind ``variant``, its ``generalization`` provenance).
 
+    With ``isolated`` (the default) the samples are generalized in child processes, up
+    to :data:`SAMPLES_PER_CHILD` in turn in one child (a child's start is paid once for
+    them), each sample stopped after ``timeout_s`` and every child limited to
+    ``memory_limit_gb`` of data: a sample that hangs or kills its process is that
+    sample's record (status ``timeout`` or ``crashed``), and the samples after it go on
+    in a fresh child. ``jobs`` children run at once, each with its share of the CPU cores
+    as torch threads; records are then appended in the order samples finish."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     samples = find_samples(paths)
@@ -813,27 +835,155 @@ def generalize_samples(
     recorded_root = next((r.root for r in reversed(previous) if r.root), None)
     chosen_root = output_root(out, samples, root, recorded_root)
     done = {r.sample: r for r in previous} if resume else {}
-    results = []
+    by_path: dict[Path, GeneralizeResult] = {}
+    todo: list[tuple[Path, str]] = []
+    for path, name in zip(samples, sample_names(samples, chosen_root), strict=True):
+        before = done.get(str(path))
+        if (
+            before is not None
+            and before.status == "ok"
+            and before.graph_hash == recorded_hash(path)
+        ):
+            by_path[path] = before
+        else:
+            todo.append((path, name))
+    lock = threading.Lock()
     with progress_bar("generalize", progress) as bar:
         task = bar.add_task("", total=len(samples))
-        for path, name in zip(samples, sample_names(samples, chosen_root), strict=True):
-            bar.update(task, description=name)
-            before = done.get(str(path))
-            if (
-                before is not None
-                and before.status == "ok"
-                and before.graph_hash == load_sample(path).graph_hash
-            ):
-                results.append(before)
-            else:
-                result = generalize_sample(path, out / name, **options)
-                result.name, result.root = name, str(chosen_root)
+        bar.advance(task, len(samples) - len(todo))
+
+        def finish(path: Path, name: str, result: GeneralizeResult) -> None:
+            result.name, result.root = name, str(chosen_root)
+            with lock:
                 if catalog is not None:
                     _record_variants(catalog, result)
                 append_jsonl(manifest, result.to_dict())
-                results.append(result)
-            bar.advance(task)
-    return results
+                by_path[path] = result
+                bar.update(task, description=name)
+                bar.advance(task)
+
+        if not isolated:
+            for path, name in todo:
+                finish(path, name, generalize_sample(path, out / name, **options))
+        else:
+            from passnet.evaluate import FORKSERVER_PRELOAD
+
+            if __name__ not in FORKSERVER_PRELOAD:
+                FORKSERVER_PRELOAD.append(__name__)  # read when the forkserver starts
+            jobs = max(1, int(jobs))
+            runner = _IsolatedRuns(
+                out,
+                options,
+                timeout_s,
+                int(memory_limit_gb * 2**30) if memory_limit_gb else None,
+                max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None,
+                finish,
+            )
+            # several chunks per job when there are many children at once: a chunk's
+            # samples run one after another, so small chunks keep the jobs evenly busy
+            share = -(-len(todo) // (jobs if jobs == 1 else 4 * jobs))
+            size = max(1, min(SAMPLES_PER_CHILD, share))
+            chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+            if jobs == 1 or len(chunks) <= 1:
+                for chunk in chunks:
+                    runner.run(chunk)
+            else:
+                with ThreadPoolExecutor(max_workers=jobs) as pool:
+                    for future in [pool.submit(runner.run, chunk) for chunk in chunks]:
+                        future.result()
+    return [by_path[p] for p in samples]
+
+
+@dataclass(frozen=True)
+class _ChildRequest:
+    sample: str
+    out_dir: str
+    options: dict[str, Any]
+
+
+def _generalize_in_child(
+    requests: list[_ChildRequest], limit: int | None, threads: int | None, send: Any
+) -> None:
+    from passnet.evaluate import limit_data_segment
+
+    if threads:
+        torch.set_num_threads(threads)
+    if limit:
+        limit_data_segment(limit)
+    for i, request in enumerate(requests):
+        if i:
+            gc.collect()
+        send(("stage", "generalize"))
+        result = generalize_sample(request.sample, request.out_dir, **request.options)
+        send(("result", result.to_dict()))
+
+
+@dataclass
+class _IsolatedRuns:
+    """Runs chunks of samples in child processes (:func:`run_isolated_items`), each
+    sample's result handed to ``finish`` as it is decided."""
+
+    out: Path
+    options: dict[str, Any]
+    timeout_s: float
+    limit: int | None
+    threads: int | None
+    finish: Any
+
+    def run(self, chunk: list[tuple[Path, str]]) -> None:
+        pending = list(chunk)
+        while pending:
+            pending = pending[self._one_child(pending) :]
+
+    def _one_child(self, pending: list[tuple[Path, str]]) -> int:
+        """Run ``pending`` in one child; how many of them it decided."""
+        from passnet.evaluate import run_isolated_items
+
+        requests = [_ChildRequest(str(p), str(self.out / n), self.options) for p, n in pending]
+        started = [time.perf_counter()]
+
+        def decided(outcome: Any) -> None:
+            path, name = pending[len(started) - 1]
+            now = time.perf_counter()
+            self.finish(path, name, self._result(outcome, path, now - started[-1]))
+            started.append(now)
+
+        outcomes = run_isolated_items(
+            _generalize_in_child,
+            (requests, self.limit, self.threads),
+            len(requests),
+            self.timeout_s,
+            on_outcome=decided,
+            capture_stderr=True,
+        )
+        return len(outcomes)
+
+    def _result(self, outcome: Any, path: Path, elapsed: float) -> GeneralizeResult:
+        if outcome.result is not None:
+            return _result_from_dict(outcome.result)
+        from passnet.evaluate import mentions_host_oom
+
+        if outcome.timed_out:
+            status = "timeout"
+            message = f"stopped after {self.timeout_s:.0f} s (the time limit)"
+        else:
+            how = outcome.signal_name or f"exit code {outcome.exitcode}"
+            tail = [line for line in outcome.stderr_tail.splitlines() if line.strip()]
+            status = "out_of_memory" if mentions_host_oom(outcome.stderr_tail) else "crashed"
+            message = f"the child process died ({how})" + (f": {tail[-1].strip()}" if tail else "")
+        return GeneralizeResult(
+            sample=str(path),
+            graph_hash=recorded_hash(path),
+            status=status,
+            error=ErrorInfo(
+                "Timeout" if outcome.timed_out else "ChildDied",
+                message,
+                "isolate",
+                {"sample": str(path)},
+                outcome.stderr_tail[-2000:] or None,
+            ),
+            elapsed_s=elapsed,
+        )
 
 
 def _record_variants(catalog: Any, result: GeneralizeResult) -> None:

@@ -42,6 +42,7 @@ from passnet.sample._sample import (
     is_module_state,
     load_sample,
     missing_optional_files,
+    recorded_hash,
     sample_digest,
 )
 from passnet.sample._write import write_sample
@@ -74,6 +75,7 @@ __all__ = [
     "load_custom_op",
     "is_module_state",
     "load_sample",
+    "recorded_hash",
     "missing_optional_files",
     "model_line",
     "node_line",

@@ -22,7 +22,7 @@ from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
 
-__all__ = ["Sample", "is_module_state", "load_sample"]
+__all__ = ["Sample", "is_module_state", "load_sample", "recorded_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,15 @@ def _read_text(path: Path, sample: Path, required: bool) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SampleError(f"cannot read {path.name}: {exc}", sample=sample, file=path.name) from exc
+
+
+def recorded_hash(path: str | Path) -> str:
+    """The hash in a sample folder's ``graph_hash.txt``, read without loading the sample
+    (whose metadata can take a second to parse); "" when there is none."""
+    try:
+        return (Path(path) / HASH_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def sample_digest(path: str | Path) -> str:
