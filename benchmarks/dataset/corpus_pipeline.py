@@ -124,7 +124,8 @@ def summarize(out: Path) -> dict[str, Any]:
     results = _latest(_jsonl(out / "variants" / "generalize.jsonl"))
     variants = Counter(v["status"] for r in results for v in r.get("variants", []))
     summary["generalize"] = {
-        **_spread([r.get("elapsed_s", 0.0) for r in results]),
+        **_spread([r.get("elapsed_s", 0.0) for r in results if r.get("status") != "duplicate"]),
+        "statuses": dict(Counter(r.get("status") for r in results)),
         "variants": dict(variants),
     }
     manifest = out / "bench" / "manifest.json"

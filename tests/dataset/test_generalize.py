@@ -392,7 +392,7 @@ def test_a_crash_or_a_hang_is_that_samples_record_and_the_batch_goes_on(tmp_path
         make_toy(root / "d_good"),
     ]
     results = generalize_samples(
-        samples, tmp_path / "var", dtypes=["float16"], shape_factors=[], timeout_s=15
+        samples, tmp_path / "var", dtypes=["float16"], shape_factors=[], timeout_s=15, unique=False
     )
     by_name = {r.name: r for r in results}
     assert by_name["b_crash"].status == "crashed"
@@ -410,7 +410,7 @@ def test_jobs_write_the_files_one_job_writes(tmp_path: Path) -> None:
     from tests.dataset.test_decompose import make_toy
 
     samples = [make_toy(tmp_path / "in" / f"toy{i}") for i in range(3)]
-    options = {"dtypes": ["float16", "bfloat16"], "shape_factors": []}
+    options = {"dtypes": ["float16", "bfloat16"], "shape_factors": [], "unique": False}
     one = generalize_samples(samples, tmp_path / "one", **options)
     two = generalize_samples(samples, tmp_path / "two", jobs=2, **options)
     assert [r.status for r in one] == [r.status for r in two] == ["ok"] * 3
@@ -436,3 +436,32 @@ def test_generalize_options_out_of_range_stop_the_command(
     assert main(["generalize", str(BERT), "--out", str(tmp_path / "v"), option, value]) == 2
     assert message in " ".join(capsys.readouterr().out.split())
     assert not (tmp_path / "v").exists()
+
+
+def test_a_graph_is_generalized_once_and_its_duplicates_name_the_one_that_was(
+    tmp_path: Path,
+) -> None:
+    from tests.dataset.test_decompose import make_toy
+
+    samples = [make_toy(tmp_path / "in" / f"toy{i}") for i in range(3)]
+    options = {"dtypes": ["float16"], "shape_factors": []}
+    results = generalize_samples(samples, tmp_path / "var", **options)
+    assert [r.status for r in results] == ["ok", "duplicate", "duplicate"]
+    assert [r.duplicate_of for r in results] == ["", "toy0", "toy0"]
+    assert written(results[0]) and not (tmp_path / "var" / "toy1").exists()
+    assert results[1].graph_hash == results[0].graph_hash != ""
+    # resumed as they are; a later batch's sample of the same graph is a duplicate too
+    again = generalize_samples(samples, tmp_path / "var", **options)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in results]
+    late = generalize_samples([make_toy(tmp_path / "in" / "toy9")], tmp_path / "var", **options)
+    assert late[0].status == "duplicate" and late[0].duplicate_of == "toy0"
+    recorded = read_generalize_manifest(tmp_path / "var" / "generalize.jsonl")
+    assert {r.name: r.status for r in recorded} == {
+        "toy0": "ok",
+        "toy1": "duplicate",
+        "toy2": "duplicate",
+        "toy9": "duplicate",
+    }
+    # asked for, every sample is generalized
+    each = generalize_samples(samples, tmp_path / "each", unique=False, **options)
+    assert [r.status for r in each] == ["ok"] * 3

@@ -526,9 +526,13 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
             jobs=args.jobs,
             timeout_s=args.timeout,
             memory_limit_gb=args.memory_limit_gb or None,
+            unique=not args.keep_duplicates,
         )
     table = Table("sample", "symbols", "written", "failed", "too large")
+    duplicates = [res for res in results if res.status == "duplicate"]
     for res in results:
+        if res.status == "duplicate":
+            continue
         count = Counter(v.status for v in res.variants)
         symbols = ", ".join(f"{k}={v}" for k, v in res.symbols.items()) + (
             " (probed)" if res.probed else ""
@@ -541,6 +545,11 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
             str(count[VariantStatus.TOO_LARGE]),
         )
     console.print(table)
+    if duplicates:
+        console.print(
+            f"{len(duplicates)} duplicate(s) not generalized (the graph hash of another "
+            "sample; generalize.jsonl names it)"
+        )
     errors = 0
     for res in results:
         if res.error is not None:
@@ -828,6 +837,12 @@ def add_commands(subparsers: Any) -> None:
         type=float,
         default=8.0,
         help="data memory of each child process (default: 8; 0: no limit)",
+    )
+    p.add_argument(
+        "--keep-duplicates",
+        action="store_true",
+        help="generalize a sample even when another one of the batch (or in OUT) has its "
+        "graph hash (default: record it as that one's duplicate)",
     )
     p.add_argument(
         "--no-resume", action="store_true", help="redo samples already in generalize.jsonl"

@@ -99,8 +99,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""2: variant status ``too_large``, variant ``nbytes`` and ``elapsed_s`` (version 1 is read)."""
+SCHEMA_VERSION = 3
+"""2: variant status ``too_large``, variant ``nbytes`` and ``elapsed_s``; 3: status
+``duplicate`` and ``duplicate_of`` (versions 1 and 2 are read)."""
 DEFAULT_MAX_VARIANT_MB = 64.0
 """Default bound on a shape variant's inputs plus outputs, in MB (10**6 bytes)."""
 DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -147,7 +148,9 @@ class VariantRecord:
 
 @dataclass
 class GeneralizeResult:
-    """All variants of one sample (status ``ok`` unless the sample itself is unusable)."""
+    """All variants of one sample: status ``ok``, ``duplicate`` (not run: another sample
+    has its graph), or what went wrong (``error``, ``timeout``, ``crashed``,
+    ``out_of_memory``)."""
 
     sample: str
     graph_hash: str
@@ -161,6 +164,9 @@ class GeneralizeResult:
     name: str = ""
     """The sample's folder under the output folder (its path relative to ``root``)."""
     root: str = ""
+    duplicate_of: str = ""
+    """Status ``duplicate``: the name of the sample with the same graph hash that was
+    generalized instead."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -808,6 +814,7 @@ def generalize_samples(
     jobs: int = 1,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_gb: float | None = 8.0,
+    unique: bool = True,
     **options: Any,
 ) -> list[GeneralizeResult]:
     """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
@@ -826,7 +833,12 @@ def generalize_samples(
     ``memory_limit_gb`` of data: a sample that hangs or kills its process is that
     sample's record (status ``timeout`` or ``crashed``), and the samples after it go on
     in a fresh child. ``jobs`` children run at once, each with its share of the CPU cores
-    as torch threads; records are then appended in the order samples finish."""
+    as torch threads; records are then appended in the order samples finish.
+
+    With ``unique`` (the default) one sample per graph hash (``graph_hash.txt``) is
+    generalized: a sample whose hash an earlier sample of the batch, or one recorded
+    ``ok`` in ``out_dir``, already has is recorded ``duplicate`` (``duplicate_of``: that
+    sample's name) and not run; its variants would be that sample's."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     samples = find_samples(paths)
@@ -837,20 +849,43 @@ def generalize_samples(
     done = {r.sample: r for r in previous} if resume else {}
     by_path: dict[Path, GeneralizeResult] = {}
     todo: list[tuple[Path, str]] = []
+    duplicates: list[tuple[Path, str, GeneralizeResult]] = []
+    # one sample per graph hash is generalized: the variants of the same graph are the same
+    first_of: dict[str, str] = {}
+    if unique:
+        for r in previous:
+            if r.status == "ok" and r.graph_hash:
+                first_of.setdefault(r.graph_hash, r.name)
     for path, name in zip(samples, sample_names(samples, chosen_root), strict=True):
         before = done.get(str(path))
+        digest = recorded_hash(path)
         if (
             before is not None
-            and before.status == "ok"
-            and before.graph_hash == recorded_hash(path)
+            and before.status in ("ok", "duplicate")
+            and before.graph_hash == digest
         ):
             by_path[path] = before
+        elif unique and digest and first_of.get(digest, name) != name:
+            duplicates.append(
+                (
+                    path,
+                    name,
+                    GeneralizeResult(
+                        sample=str(path),
+                        graph_hash=digest,
+                        status="duplicate",
+                        duplicate_of=first_of[digest],
+                    ),
+                )
+            )
         else:
+            if unique and digest:
+                first_of.setdefault(digest, name)
             todo.append((path, name))
     lock = threading.Lock()
     with progress_bar("generalize", progress) as bar:
         task = bar.add_task("", total=len(samples))
-        bar.advance(task, len(samples) - len(todo))
+        bar.advance(task, len(samples) - len(todo) - len(duplicates))
 
         def finish(path: Path, name: str, result: GeneralizeResult) -> None:
             result.name, result.root = name, str(chosen_root)
@@ -862,6 +897,8 @@ def generalize_samples(
                 bar.update(task, description=name)
                 bar.advance(task)
 
+        for path, name, result in duplicates:
+            finish(path, name, result)
         if not isolated:
             for path, name in todo:
                 finish(path, name, generalize_sample(path, out / name, **options))
