@@ -29,6 +29,7 @@ Hierarchy::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from passnet.status import Status
@@ -52,6 +53,7 @@ __all__ = [
     "SampleError",
     "StoreError",
     "TooLarge",
+    "exception_chain",
 ]
 
 
@@ -164,3 +166,13 @@ class StoreError(PassnetError):
 
 class DatasetError(PassnetError):
     """Dataset construction failed. Context keys: ``model``, ``graph``, ``node``, ``constraint``."""
+
+
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from or during (``__cause__``, else
+    ``__context__``), and so on, each exception once (a cycle ends the walk)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__

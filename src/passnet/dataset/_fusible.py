@@ -42,7 +42,7 @@ import torch
 import torch.fx
 
 from passnet.dataset._subgraph import OpRange, ParentGraph, extract_subgraph, op_name
-from passnet.errors import DatasetError
+from passnet.errors import DatasetError, exception_chain
 
 __all__ = [
     "FusibleAnalysis",
@@ -145,13 +145,7 @@ class _Scheduled(Exception):  # noqa: N818 - a signal, not an error
 
 def _scheduled(exc: BaseException | None) -> bool:
     """True when ``exc`` is, or was raised because of, the hook's :class:`_Scheduled`."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, _Scheduled):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(isinstance(e, _Scheduled) for e in exception_chain(exc))
 
 
 @contextlib.contextmanager

@@ -21,7 +21,12 @@ from typing import Any
 
 import torch
 
-from passnet.errors import DeviceUnavailable, NondeterministicSample, PassnetError
+from passnet.errors import (
+    DeviceUnavailable,
+    NondeterministicSample,
+    PassnetError,
+    exception_chain,
+)
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
@@ -251,14 +256,10 @@ def _blame_the_sample(
 
 def _out_of_memory(exc: BaseException) -> bool:
     """An OOM anywhere in the exception's chain (compilers wrap the errors they meet)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, torch.OutOfMemoryError) or "out of memory" in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(
+        isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e)
+        for e in exception_chain(exc)
+    )
 
 
 def _status_for(exc: BaseException, stage: str, compiler: str) -> Status:

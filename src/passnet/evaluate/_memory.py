@@ -19,7 +19,7 @@ import resource
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from passnet.errors import TooLarge
+from passnet.errors import TooLarge, exception_chain
 
 if TYPE_CHECKING:
     from passnet.sample import Sample
@@ -107,14 +107,9 @@ def mentions_host_oom(text: str) -> bool:
 
 def out_of_host_memory(exc: BaseException) -> bool:
     """An allocation in host memory failed somewhere in the exception's chain."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, MemoryError) or mentions_host_oom(str(current)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(
+        isinstance(e, MemoryError) or mentions_host_oom(str(e)) for e in exception_chain(exc)
+    )
 
 
 def _gib(n: int) -> str:

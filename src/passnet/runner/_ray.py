@@ -40,7 +40,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from passnet.errors import DeviceUnavailable, MissingDependency, PassnetError, SampleError
+from passnet.errors import (
+    DeviceUnavailable,
+    MissingDependency,
+    PassnetError,
+    SampleError,
+    exception_chain,
+)
 from passnet.evaluate import evaluate_sample, software_versions
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.runner._executor import EvalJob, Evaluate, Executor, OnStage
@@ -94,11 +100,9 @@ def _death_errors(ray: Any) -> tuple[type[BaseException], ...]:
 
 def _auth_hint(exc: BaseException) -> str:
     """What to do when the cluster wants a token (Ray's token authentication)."""
-    chain: list[BaseException] = [exc]
-    while len(chain) < 10 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
     if not any(
-        type(e).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(e) for e in chain
+        type(e).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(e)
+        for e in exception_chain(exc)
     ):
         return ""
     return (
