@@ -80,8 +80,7 @@ def compare(root: Path, noise: float, metric: str = "e2e") -> dict[str, Any]:
     for g in graphs:
         rec = {c: runs[c].get(g) for c in COMPILERS}
         sp = {
-            c: (getattr(r, f"speedup_{metric}") if r is not None else None)
-            for c, r in rec.items()
+            c: (getattr(r, f"speedup_{metric}") if r is not None else None) for c, r in rec.items()
         }
         base = [sp["inductor"], sp["cudagraphs"]]
         best = max((s for s in base if s is not None), default=None)
