@@ -258,3 +258,42 @@ def test_cli_bench_build_prints_the_split(
     )
     out = capsys.readouterr().out
     assert "train" in out and "eval" in out and (tmp_path / "b" / "manifest.json").is_file()
+
+
+def test_generalizing_the_tasks_sources_gives_the_tasks_their_variants(
+    subgraphs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two passes: the draft's sources are generalized, the final build takes the variants."""
+    from passnet.cli import main
+
+    dec = subgraphs / "dec"
+    sources = tmp_path / "used.txt"
+    assert (
+        main(
+            [
+                "bench",
+                "build",
+                str(dec),
+                "--out",
+                str(tmp_path / "draft"),
+                "--sources",
+                str(sources),
+            ]
+        )
+        == 0
+    )
+    draft = json.loads((tmp_path / "draft" / "manifest.json").read_text())
+    listed = sources.read_text().splitlines()
+    task_sources = [g["source"] for t in draft["tasks"] for g in t["graphs"]]
+    assert listed == list(dict.fromkeys(task_sources))  # each once, in task order
+    assert 0 < len(listed) < len(find_samples([dec]))  # not every subgraph is in a task
+    assert "source samples of the tasks' graphs" in capsys.readouterr().out
+
+    variants = tmp_path / "var"
+    generalize_samples(listed, variants, root=dec, dtypes=["float16"], shape_factors=[])
+    final = build_bench([dec, variants], tmp_path / "final")
+    assert [t.op_sequence for t in final.tasks] == [t["op_sequence"] for t in draft["tasks"]]
+    dtypes = {g["dtype"] for t in final.tasks for g in t.graphs}
+    assert "float16" in dtypes and "float16" not in {
+        g["dtype"] for t in draft["tasks"] for g in t["graphs"]
+    }

@@ -116,6 +116,8 @@ examples:
   passnet bench build subgraphs/ --out bench --seed 0
   passnet bench build subgraphs/ variants/ --out bench --kind fusible --stride 2 --eval-fraction 0.1
   passnet bench build subgraphs/ --out bench --catalog catalog.sqlite --overwrite
+  passnet bench build subgraphs/ --out draft --sources used.txt   # then: generalize used.txt,
+  passnet bench build subgraphs/ variants/ --out bench              # and build with the variants
 Writes OUT/{train,eval}/<task>/ (graph_list.txt, graphs/<dtype>/<shape-bucket>/<graph>/,
 pass_dir/, entry.sh) and OUT/manifest.json. Same inputs and seed give identical files;
 no operator sequence is in both train and eval.
@@ -589,6 +591,10 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
     for s in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(s['path'])}: {escape(s['reason'])}")
     console.print(f"written: {args.out} (manifest.json)")
+    if args.sources:
+        sources = result.sources()
+        Path(args.sources).write_text("".join(f"{path}\n" for path in sources))
+        console.print(f"the {len(sources)} source samples of the tasks' graphs: {args.sources}")
     return 0
 
 
@@ -883,4 +889,10 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--catalog", help="record tasks in this SQLite catalog")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument(
+        "--sources",
+        metavar="FILE",
+        help="also write the sample folders the tasks' graphs came from, one per line: "
+        "the subgraphs worth generalizing",
+    )
     p.set_defaults(func=_cmd_bench_build)

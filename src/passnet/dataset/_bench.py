@@ -120,6 +120,14 @@ class BenchResult:
     def split(self, name: str) -> list[BenchTask]:
         return [t for t in self.tasks if t.split == name]
 
+    def sources(self) -> list[str]:
+        """The sample folders the tasks' graphs were copied from, each once, in task order:
+        what is worth generalizing. A variant of one of them lands in its task (same
+        operator sequence); a variant of a subgraph no task took would mostly repeat a
+        (shape bucket, dtype) its task already has. So ``generalize`` of these, then
+        ``bench build`` of the subgraphs and the variants, gives tasks with both."""
+        return list(dict.fromkeys(g["source"] for t in self.tasks for g in t.graphs))
+
     def manifest(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("out_dir")
