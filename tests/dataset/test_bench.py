@@ -293,6 +293,7 @@ def test_generalizing_the_tasks_sources_gives_the_tasks_their_variants(
     generalize_samples(listed, variants, root=dec, dtypes=["float16"], shape_factors=[])
     final = build_bench([dec, variants], tmp_path / "final")
     assert [t.op_sequence for t in final.tasks] == [t["op_sequence"] for t in draft["tasks"]]
+    assert [t.split for t in final.tasks] == [t["split"] for t in draft["tasks"]]
     dtypes = {g["dtype"] for t in final.tasks for g in t.graphs}
     assert "float16" in dtypes and "float16" not in {
         g["dtype"] for t in draft["tasks"] for g in t["graphs"]
