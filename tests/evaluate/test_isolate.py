@@ -197,3 +197,18 @@ def test_an_item_that_ends_its_child_is_the_last_outcome(end: str) -> None:
 def test_items_must_be_at_least_one() -> None:
     with pytest.raises(ValueError, match="items must be >= 1"):
         run_isolated_items(_items, ([],), 0, timeout_s=10)
+
+
+def test_should_stop_ends_the_child_and_the_item_in_progress_gets_no_outcome() -> None:
+    outcomes: list[Any] = []
+    started = time.perf_counter()
+    returned = run_isolated_items(
+        _items,
+        (["ok", "hang", "ok"],),
+        3,
+        timeout_s=600,
+        on_outcome=outcomes.append,
+        should_stop=lambda: bool(outcomes),  # stop once the first item is decided
+    )
+    assert [o.result["item"] for o in returned] == [0] == [o.result["item"] for o in outcomes]
+    assert time.perf_counter() - started < 60  # not the hanging item's 600 s

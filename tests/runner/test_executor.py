@@ -308,19 +308,34 @@ def test_only_jobs_alike_but_for_their_graph_share_a_child() -> None:
 
 
 class FakeGroups:
-    """Stands in for evaluate_samples: one call per group, records through on_record."""
+    """Stands in for evaluate_samples: one call per group, records through on_record, a
+    pause before each graph, and a stop between graphs when asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
         self.calls: list[tuple[str, list[str]]] = []
         self._lock = threading.Lock()
 
     def __call__(
-        self, paths, compiler, config, device, settings, *, graph_labels, on_stage, on_record
+        self,
+        paths,
+        compiler,
+        config,
+        device,
+        settings,
+        *,
+        graph_labels,
+        on_stage,
+        on_record,
+        should_stop,
     ) -> list[EvalRecord]:
         with self._lock:
             self.calls.append((device, list(graph_labels)))
         records = []
         for i, label in enumerate(graph_labels):
+            if should_stop():
+                break
+            time.sleep(self.seconds)
             if on_stage:
                 on_stage(i, "measure")
             rec = _ok(label, compiler, config, device, settings, child_position=i)
@@ -361,3 +376,14 @@ def test_a_failing_group_raises_in_the_consumer() -> None:
         pytest.raises(RuntimeError, match="the harness broke"),
     ):
         list(executor.run(jobs))
+
+
+def test_closing_the_results_early_stops_the_group_in_its_child() -> None:
+    fake_groups = FakeGroups(seconds=0.2)
+    jobs = [EvalJob(item, "eager", settings=_shared(32)) for item in _items(20)]
+    results = LocalExecutor(["only"], evaluate_many=fake_groups).run(jobs)
+    next(results)
+    started = time.perf_counter()
+    results.close()
+    assert time.perf_counter() - started < 1.0  # not the group's 19 other graphs (3.8 s)
+    assert [len(labels) for _, labels in fake_groups.calls] == [20]

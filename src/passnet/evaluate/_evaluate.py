@@ -122,6 +122,7 @@ def evaluate_samples(
     graph_labels: Sequence[str] | None = None,
     on_stage: Callable[[int, str], None] | None = None,
     on_record: Callable[[int, EvalRecord], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[EvalRecord]:
     """Evaluate several samples in turn in one isolated child (``graphs_per_child``).
 
@@ -133,13 +134,23 @@ def evaluate_samples(
     the graphs after it go on in a fresh child. ``on_stage(i, stage)`` hears the stages of
     the ``i``-th sample, ``on_record(i, record)`` each record as it is decided; the records
     come back in the samples' order. ``graph_labels``: the names stored (default: paths).
+    ``should_stop()`` (asked about once a second) ends the work early: the graph being
+    evaluated and those after it get no record.
     """
     paths = list(sample_paths)
     labels = list(graph_labels) if graph_labels is not None else [str(p) for p in paths]
     if len(labels) != len(paths):
         raise ValueError(f"{len(labels)} graph labels for {len(paths)} samples")
     return _evaluate(
-        paths, compiler, compiler_config, device, settings, labels, on_stage, on_record
+        paths,
+        compiler,
+        compiler_config,
+        device,
+        settings,
+        labels,
+        on_stage,
+        on_record,
+        should_stop=should_stop,
     )
 
 
@@ -163,6 +174,7 @@ def _evaluate(
     on_stage: Callable[[int, str], None] | None,
     on_record: Callable[[int, EvalRecord], None] | None,
     prepared: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[EvalRecord]:
     settings = settings or EvalSettings()
     problem = settings.device_problem(device)
@@ -214,8 +226,8 @@ def _evaluate(
             prepared=prepared is not None,
         )
         pending.append(_Pending(index, request, base, graph_hash))
-    while pending:
-        pending = _one_child(pending, settings, prepared, on_stage, decided)
+    while pending and not (should_stop is not None and should_stop()):
+        pending = _one_child(pending, settings, prepared, on_stage, decided, should_stop)
     return [r for r in records if r is not None]
 
 
@@ -225,6 +237,7 @@ def _one_child(
     prepared: float | None,
     on_stage: Callable[[int, str], None] | None,
     decided: Callable[[int, EvalRecord], None],
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[_Pending]:
     """Evaluate ``pending`` in one child; what is left for the next child."""
     position = 0
@@ -264,6 +277,7 @@ def _one_child(
         fixed_layout=settings.fixed_layout,
         on_stage=stage,
         on_outcome=on_outcome,
+        should_stop=should_stop,
     )
     return retry + pending[len(outcomes) :]
 

@@ -281,6 +281,7 @@ def run_isolated_items(
     on_stage: Callable[[str], None] | None = None,
     on_outcome: Callable[[ChildOutcome], None] | None = None,
     capture_stderr: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[ChildOutcome]:
     """Run ``target(*args, send)`` in one child that works through ``items`` items in turn,
     sending each item's stages and then its ``("result", dict)`` as :func:`run_isolated`'s
@@ -293,14 +294,17 @@ def run_isolated_items(
     item order, each also to ``on_outcome`` as it is decided. When the child dies or runs
     out of time during an item, that item's outcome says how (as :func:`run_isolated`'s
     would) and is the last: the items after it were not run, and the caller decides
-    where they run next.
+    where they run next. ``should_stop()``, asked about once a second, ends the child
+    early when it answers True: the item in progress gets no outcome.
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items!r}")
     global _live_children
     ctx = _acquire(fixed_layout)
     try:
-        return _run(ctx, target, args, timeout_s, on_stage, capture_stderr, items, on_outcome)
+        return _run(
+            ctx, target, args, timeout_s, on_stage, capture_stderr, items, on_outcome, should_stop
+        )
     finally:
         with _ctx_lock:
             _live_children -= 1
@@ -372,6 +376,7 @@ def _run(
     capture_stderr: bool,
     items: int,
     on_outcome: Callable[[ChildOutcome], None] | None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[ChildOutcome]:
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
@@ -401,7 +406,11 @@ def _run(
     timed_out = False
     provisional: dict[str, Any] | None = None
     any_message = False
+    stopped = False
     while len(outcomes) < items:
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             timed_out = True
@@ -456,6 +465,8 @@ def _run(
             stderr_tail = f"the child never started: {_start_failure(target)}"
         with contextlib.suppress(OSError):
             os.unlink(stderr_path)
+    if stopped:
+        return outcomes
     if finished:
         last = outcomes[-1]
         last.exitcode = proc.exitcode

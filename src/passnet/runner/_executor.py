@@ -62,7 +62,7 @@ on_stage=)."""
 
 EvaluateMany = Callable[..., list[EvalRecord]]
 """``evaluate_samples``' signature: (paths, compiler, config, device, settings,
-graph_labels=, on_stage=, on_record=)."""
+graph_labels=, on_stage=, on_record=, should_stop=)."""
 
 OnStage = Callable[[EvalJob, str], None]
 """Hears each stage of a job as it begins: ``start`` when it gets a device, then the
@@ -192,13 +192,19 @@ class LocalExecutor(Executor):
         return record
 
     def _work(
-        self, group: list[EvalJob], on_stage: OnStage | None, out: Callable[[EvalRecord], None]
+        self,
+        group: list[EvalJob],
+        on_stage: OnStage | None,
+        out: Callable[[EvalRecord], None],
+        stop: threading.Event,
     ) -> None:
         with self.pool.acquire() as device:
+            if stop.is_set():
+                return
             if len(group) == 1:
                 out(self._evaluate_job(group[0], device, on_stage, None))
                 return
-            self._evaluate_group(group, device, on_stage, out)
+            self._evaluate_group(group, device, on_stage, out, stop)
 
     def _evaluate_group(
         self,
@@ -206,7 +212,10 @@ class LocalExecutor(Executor):
         device: str,
         on_stage: OnStage | None,
         out: Callable[[EvalRecord], None],
+        stop: threading.Event,
     ) -> None:
+        """One child for the group; when the consumer stops (``stop``), the child is ended
+        and the graphs not yet finished get no record (a rerun evaluates them)."""
         first = group[0]
         if on_stage is not None:
             for job in group:
@@ -225,6 +234,7 @@ class LocalExecutor(Executor):
             graph_labels=[job.item.label for job in group],
             on_stage=(lambda i, stage: on_stage(group[i], stage)) if on_stage else None,
             on_record=record,
+            should_stop=stop.is_set,
         )
 
     def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
@@ -232,9 +242,10 @@ class LocalExecutor(Executor):
             yield from self._run_pipelined(jobs, on_stage)
             return
         records: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        stop = threading.Event()
         with cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads:
             futures = [
-                threads.submit(self._work, group, on_stage, records.put)
+                threads.submit(self._work, group, on_stage, records.put, stop)
                 for group in groups(jobs, len(self.pool.slots))
             ]
             try:
@@ -247,6 +258,7 @@ class LocalExecutor(Executor):
                             _raise_failure(futures)
                 _raise_failure(futures)
             finally:
+                stop.set()  # a group in its child stops within a second
                 for future in futures:
                     future.cancel()
 
