@@ -380,7 +380,7 @@ def test_a_job_whose_worker_dies_runs_again_and_then_is_recorded_never_twice(
     assert lost.sample_digest and lost.graph_hash  # keyed like any record: a rerun resumes it
     starts = [e["graph"] for e in scripted.events("start")]
     assert starts.count(once) == 2 and starts.count(always) == 2
-    # the sample copies of the killed workers were swept by the workers started after them
+    # the sample copies of the killed workers were swept when the run ended
     killed = {e["pid"] for e in scripted.events("start") if e["graph"] == always}
     assert not [
         p

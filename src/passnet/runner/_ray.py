@@ -191,6 +191,7 @@ class RayExecutor(Executor):
             yield from run.records(size)
         finally:
             run.stop()
+            run.sweep_dead_copies()
 
     def close(self) -> None:
         if self._pool is not None:
@@ -386,6 +387,10 @@ class _Worker:
         self._claim = _claim_cores(cores)
         _sweep_sample_copies()
 
+    def sweep(self) -> None:
+        """Remove the copies of this node's dead workers (the driver asks at a run's end)."""
+        _sweep_sample_copies()
+
     def describe(self) -> dict[str, Any]:
         import ray
 
@@ -459,6 +464,7 @@ class _Pool:
         self.idle: list[Any] = []
         self.starting: dict[Any, Any] = {}  # describe() ref -> actor
         self.where: dict[Any, str] = {}  # actor -> "node pid"
+        self.node: dict[Any, str] = {}  # actor -> node address
 
     @property
     def size(self) -> int:
@@ -478,6 +484,7 @@ class _Pool:
             self.kill(actor)
             raise
         self.where[actor] = f"{facts['node']} pid {facts['pid']}"
+        self.node[actor] = facts["node"]
         self.idle.append(actor)
         if not facts["pinned"]:  # the worker's own log stays on its node: said here
             log.warning(
@@ -492,6 +499,7 @@ class _Pool:
 
     def kill(self, actor: Any) -> None:
         self.where.pop(actor, None)
+        self.node.pop(actor, None)
         if actor in self.idle:
             self.idle.remove(actor)
         try:
@@ -534,6 +542,7 @@ class _Run:
         self.running: dict[Any, tuple[Any, int]] = {}  # evaluate() ref -> (actor, job index)
         self.died = _death_errors(ray)
         self.failed_starts = 0
+        self.death_nodes: set[str] = set()  # nodes where a worker died mid-job
 
     def records(self, size: int) -> Iterator[EvalRecord]:
         self.pool.grow(min(size, len(self.jobs)))
@@ -564,6 +573,23 @@ class _Run:
             self.pool.kill(actor)
         self.running.clear()
 
+    def sweep_dead_copies(self) -> None:
+        """Remove the sample copies the workers that died left behind: a live worker of
+        each such node removes them (the driver itself on its own node, if none is left
+        there); on a node with no worker left, the next worker started there does."""
+        if not self.death_nodes:
+            return
+        here = self.ray.util.get_node_ip_address()
+        sweepers = {self.pool.node[a]: a for a in self.pool.idle if a in self.pool.node}
+        refs = [sweepers[n].sweep.remote() for n in self.death_nodes if n in sweepers]
+        if here in self.death_nodes and here not in sweepers:
+            _sweep_sample_copies()
+        try:
+            self.ray.get(refs, timeout=30)
+        except Exception as exc:  # noqa: BLE001 - tidying only: never fails the run
+            log.warning("could not remove dead Ray workers' sample copies: %s", _first_line(exc))
+        self.death_nodes.clear()
+
     def _dispatch(self) -> None:
         while self.pool.idle and self.pending:
             index = self.pending.popleft()
@@ -593,6 +619,8 @@ class _Run:
             data = self.ray.get(ref)
         except self.died as exc:
             where = self.pool.where.get(actor, "a worker")
+            if actor in self.pool.node:
+                self.death_nodes.add(self.pool.node[actor])
             self.pool.kill(actor)
             self.deaths[index] += 1
             if self.deaths[index] <= self.max_retries:
