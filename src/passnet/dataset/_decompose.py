@@ -943,7 +943,7 @@ def _preload_for_children(device: str) -> None:
 
 
 def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeResult:
-    from passnet.evaluate import mentions_host_oom, run_isolated
+    from passnet.evaluate import run_isolated
 
     t0 = time.perf_counter()
     outcome = run_isolated(_decompose_in_child, (request,), timeout_s, capture_stderr=True)
@@ -954,19 +954,10 @@ def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeRe
         if outcome.result is not None
         else DecomposeResult(sample=request.sample, kinds=request.kinds, name=request.name)
     )
-    if outcome.timed_out:
-        result.status = DecomposeStatus.TIMEOUT.value
-        message = f"stopped after {timeout_s:.0f} s (the time limit), in stage {outcome.last_stage}"
-    else:
-        how = outcome.signal_name or f"exit code {outcome.exitcode}"
-        tail = [line for line in outcome.stderr_tail.splitlines() if line.strip()]
-        oom = mentions_host_oom(outcome.stderr_tail)
-        result.status = (DecomposeStatus.OUT_OF_MEMORY if oom else DecomposeStatus.CRASHED).value
-        message = f"the child process died ({how}) in stage {outcome.last_stage}" + (
-            f": {tail[-1].strip()}" if tail else ""
-        )
-        if outcome.signal_name == "SIGKILL":
-            message += " (SIGKILL: the kernel's out-of-memory killer, or someone)"
+    kind, message = outcome.death(timeout_s, stage=True)
+    result.status = DecomposeStatus(kind).value
+    if not outcome.timed_out and outcome.signal_name == "SIGKILL":
+        message += " (SIGKILL: the kernel's out-of-memory killer, or someone)"
     result.errors.append(
         ErrorInfo(
             "ChildDied" if not outcome.timed_out else "Timeout",

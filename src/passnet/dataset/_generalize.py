@@ -903,7 +903,7 @@ def generalize_samples(
             for path, name in todo:
                 finish(path, name, generalize_sample(path, out / name, **options))
         else:
-            from passnet.evaluate import FORKSERVER_PRELOAD
+            from passnet.evaluate import FORKSERVER_PRELOAD, even_chunks
 
             if __name__ not in FORKSERVER_PRELOAD:
                 FORKSERVER_PRELOAD.append(__name__)  # read when the forkserver starts
@@ -918,9 +918,7 @@ def generalize_samples(
             )
             # several chunks per job when there are many children at once: a chunk's
             # samples run one after another, so small chunks keep the jobs evenly busy
-            share = -(-len(todo) // (jobs if jobs == 1 else 4 * jobs))
-            size = max(1, min(SAMPLES_PER_CHILD, share))
-            chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+            chunks = even_chunks(todo, SAMPLES_PER_CHILD, 1 if jobs == 1 else 4 * jobs)
             if jobs == 1 or len(chunks) <= 1:
                 for chunk in chunks:
                     runner.run(chunk)
@@ -957,7 +955,7 @@ def _generalize_in_child(
 
 @dataclass
 class _IsolatedRuns:
-    """Runs chunks of samples in child processes (:func:`run_isolated_items`), each
+    """Runs chunks of samples in child processes (:func:`run_isolated_batch`), each
     sample's result handed to ``finish`` as it is decided."""
 
     out: Path
@@ -968,46 +966,24 @@ class _IsolatedRuns:
     finish: Any
 
     def run(self, chunk: list[tuple[Path, str]]) -> None:
-        pending = list(chunk)
-        while pending:
-            pending = pending[self._one_child(pending) :]
+        from passnet.evaluate import run_isolated_batch
 
-    def _one_child(self, pending: list[tuple[Path, str]]) -> int:
-        """Run ``pending`` in one child; how many of them it decided."""
-        from passnet.evaluate import run_isolated_items
+        def decided(item: tuple[Path, str], outcome: Any, _position: int, elapsed: float) -> bool:
+            path, name = item
+            self.finish(path, name, self._result(outcome, path, elapsed))
+            return True
 
-        requests = [_ChildRequest(str(p), str(self.out / n), self.options) for p, n in pending]
-        started = [time.perf_counter()]
+        run_isolated_batch(chunk, self._child, self.timeout_s, decided, capture_stderr=True)
 
-        def decided(outcome: Any) -> None:
-            path, name = pending[len(started) - 1]
-            now = time.perf_counter()
-            self.finish(path, name, self._result(outcome, path, now - started[-1]))
-            started.append(now)
-
-        outcomes = run_isolated_items(
-            _generalize_in_child,
-            (requests, self.limit, self.threads),
-            len(requests),
-            self.timeout_s,
-            on_outcome=decided,
-            capture_stderr=True,
-        )
-        return len(outcomes)
+    def _child(self, left: list[tuple[Path, str]]) -> tuple[Any, tuple[Any, ...]]:
+        """The target and arguments of a child that generalizes the samples ``left``."""
+        requests = [_ChildRequest(str(p), str(self.out / n), self.options) for p, n in left]
+        return _generalize_in_child, (requests, self.limit, self.threads)
 
     def _result(self, outcome: Any, path: Path, elapsed: float) -> GeneralizeResult:
         if outcome.result is not None:
             return _result_from_dict(outcome.result)
-        from passnet.evaluate import mentions_host_oom
-
-        if outcome.timed_out:
-            status = "timeout"
-            message = f"stopped after {self.timeout_s:.0f} s (the time limit)"
-        else:
-            how = outcome.signal_name or f"exit code {outcome.exitcode}"
-            tail = [line for line in outcome.stderr_tail.splitlines() if line.strip()]
-            status = "out_of_memory" if mentions_host_oom(outcome.stderr_tail) else "crashed"
-            message = f"the child process died ({how})" + (f": {tail[-1].strip()}" if tail else "")
+        status, message = outcome.death(self.timeout_s)
         return GeneralizeResult(
             sample=str(path),
             graph_hash=recorded_hash(path),

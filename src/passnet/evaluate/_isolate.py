@@ -35,18 +35,21 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from passnet.errors import ChildStartError
+from passnet.evaluate._memory import mentions_host_oom
 
 __all__ = [
     "FORKSERVER_PRELOAD",
     "ChildOutcome",
+    "even_chunks",
     "layout_fixed",
     "no_randomization_for_exec",
     "run_isolated",
+    "run_isolated_batch",
     "run_isolated_items",
 ]
 
@@ -182,6 +185,27 @@ class ChildOutcome:
                 return f"signal {-self.exitcode}"
         return None
 
+    @property
+    def how_ended(self) -> str:
+        """The signal that ended the child (``SIGSEGV``), else its exit code (``exit code 1``)."""
+        return self.signal_name or f"exit code {self.exitcode}"
+
+    def death(self, timeout_s: float, *, stage: bool = False) -> tuple[str, str]:
+        """How a child that gave no final result ended: a kind and a message.
+
+        The kind is ``timeout``, ``out_of_memory`` (its stderr tells of the host's memory
+        running out: :func:`~passnet.evaluate.mentions_host_oom`) or ``crashed``; the
+        message names the time limit (``timeout_s``), or how the child died and the last
+        line of its stderr. ``stage``: the message names the last stage too."""
+        where = f"in stage {self.last_stage}" if stage else ""
+        if self.timed_out:
+            limit = f"stopped after {timeout_s:.0f} s (the time limit)"
+            return "timeout", limit + (f", {where}" if where else "")
+        kind = "out_of_memory" if mentions_host_oom(self.stderr_tail) else "crashed"
+        tail = [line for line in self.stderr_tail.splitlines() if line.strip()]
+        message = f"the child process died ({self.how_ended})" + (f" {where}" if where else "")
+        return kind, message + (f": {tail[-1].strip()}" if tail else "")
+
 
 _PR_SET_PDEATHSIG = 1
 
@@ -308,6 +332,97 @@ def run_isolated_items(
     finally:
         with _ctx_lock:
             _live_children -= 1
+
+
+T = TypeVar("T")
+
+
+def run_isolated_batch(
+    items: Sequence[T],
+    child: Callable[[list[T]], tuple[Any, tuple[Any, ...]]],
+    timeout_s: float,
+    on_outcome: Callable[[T, ChildOutcome, int, float], bool],
+    *,
+    fixed_layout: bool | None = None,
+    on_stage: Callable[[T, str], None] | None = None,
+    capture_stderr: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+    run_items: Callable[..., list[ChildOutcome]] | None = None,
+) -> None:
+    """Run every one of ``items`` in children of :func:`run_isolated_items`, a fresh child
+    for the items left after one that dies or runs out of time.
+
+    ``child(left)`` gives the target and arguments of a child that works through the
+    items ``left``, in turn. ``on_outcome(item, outcome, position, elapsed_s)`` hears each
+    item's outcome, its place in its child (0 for the first) and the seconds since the
+    child's previous outcome (the first: since the child was asked for); it answers
+    whether the item is decided: one it is not goes to the next child, first (the child
+    ended before it began, say). ``on_stage(item, name)`` hears the stages.
+    ``should_stop()``, asked before each child and by the running one, ends the work
+    early: the item in progress and those after it get no outcome. ``run_items`` stands
+    in for :func:`run_isolated_items` (default: that)."""
+    left = list(items)
+    while left and not (should_stop is not None and should_stop()):
+        left = _batch_child(
+            left,
+            child,
+            timeout_s,
+            on_outcome,
+            on_stage,
+            run_items or run_isolated_items,
+            fixed_layout=fixed_layout,
+            capture_stderr=capture_stderr,
+            should_stop=should_stop,
+        )
+
+
+def _batch_child(
+    left: list[T],
+    child: Callable[[list[T]], tuple[Any, tuple[Any, ...]]],
+    timeout_s: float,
+    on_outcome: Callable[[T, ChildOutcome, int, float], bool],
+    on_stage: Callable[[T, str], None] | None,
+    run_items: Callable[..., list[ChildOutcome]],
+    **options: Any,
+) -> list[T]:
+    """One child of :func:`run_isolated_batch` for the items ``left``; those left after it."""
+    position = 0
+    t0 = time.perf_counter()
+    retry: list[T] = []
+
+    def decided(outcome: ChildOutcome) -> None:
+        nonlocal position, t0
+        item = left[position]
+        now = time.perf_counter()
+        if not on_outcome(item, outcome, position, now - t0):
+            retry.append(item)
+            return
+        t0 = now
+        position += 1
+
+    def stage(name: str) -> None:
+        if on_stage is not None:
+            on_stage(left[position], name)
+
+    target, args = child(left)
+    outcomes = run_items(
+        target, args, len(left), timeout_s, on_stage=stage, on_outcome=decided, **options
+    )
+    return retry + left[len(outcomes) :]
+
+
+def even_chunks(items: Sequence[T], most: int, parts: int) -> list[list[T]]:
+    """``items`` in order in chunks of one size, the last the rest: the size that makes
+    ``max(ceil(n / most), min(n, parts))`` chunks (none holds more than ``most``, and
+    ``parts`` workers get work alike; rounding up may make fewer chunks)."""
+    if most < 1:
+        raise ValueError(f"most must be >= 1, got {most!r}")
+    n = len(items)
+    if n == 0:
+        return []
+    count = max(-(-n // most), min(n, parts))
+    size = -(-n // count)
+    return [list(items[i : i + size]) for i in range(0, n, size)]
 
 
 _STDERR_TAIL_CHARS = 4000
