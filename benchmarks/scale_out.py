@@ -8,6 +8,9 @@ Each phase is one ``passnet eval`` process with its own, empty Inductor and Trit
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase overlap --graphs LIST --work W --prepare-workers 8
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase gpus    --graphs LIST --work W --prepare-workers 8 --jobs 2
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase aa      --graphs LIST --work W --prepare-workers 8 --jobs 2 --load LOADLIST
+    PYTHONPATH=src python3 benchmarks/scale_out.py --phase turns1  --graphs LIST --work W --overlap 6
+    PYTHONPATH=src python3 benchmarks/scale_out.py --phase turns2  --graphs LIST --work W --overlap 6 --jobs 2
+    PYTHONPATH=src python3 benchmarks/scale_out.py --phase aa-turns --graphs LIST --work W --overlap 6 --jobs 2
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase report  --work W
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase report  --records benchmarks/results/scale_out_h100
 
@@ -16,13 +19,16 @@ Each phase is one ``passnet eval`` process with its own, empty Inductor and Trit
 * ``gpus``: the same over ``--jobs`` GPUs;
 * ``aa``: eager against eager over ``--jobs`` GPUs with prepare workers on, while a
   background load compiles ``--load``'s graphs with Inductor on the spare cores (a compile
-  load like that of a real overlapped run): every speedup should be 1.
+  load like that of a real overlapped run): every speedup should be 1;
+* ``turns1``, ``turns2``: inductor with ``--overlap`` evaluations per GPU (compiling side
+  by side, timed in turns), on one GPU and on ``--jobs`` GPUs;
+* ``aa-turns``: eager against eager with ``--overlap`` on ``--jobs`` GPUs, all busy.
 
 ``report`` prints, per phase, graphs, the span from the first start to the last finish
 (a phase stopped at a time limit counts what it finished), seconds per graph, throughput
 against ``seq``, and the projection for ``--suite`` graphs (default 2,060, PassBench's count); for
-``aa`` the per-graph deviation from 1 over graphs whose eager median is at least 50 µs;
-and how far ``overlap``'s per-graph speedups are from ``seq``'s. With ``OUT`` set, the
+``aa`` and ``aa-turns`` the per-graph deviation from 1 over graphs whose eager median is at
+least 50 µs; and how far ``overlap``'s and ``turns1``'s per-graph speedups are from ``seq``'s. With ``OUT`` set, the
 report goes to ``$OUT/scale_out.json`` too.
 """
 
@@ -44,7 +50,8 @@ from passnet.data import dev_samples_dir
 from passnet.evaluate import EvalSettings, prepare_sample, spare_cores
 from passnet.runner import plan_items, read_records
 
-PHASES = ("seq", "overlap", "gpus", "aa")
+PHASES = ("seq", "overlap", "gpus", "aa", "turns1", "turns2", "aa-turns")
+THROUGHPUT = ("seq", "overlap", "gpus", "turns1", "turns2")
 
 
 def _eval(phase: str, args: argparse.Namespace) -> None:
@@ -56,14 +63,16 @@ def _eval(phase: str, args: argparse.Namespace) -> None:
         "TRITON_CACHE_DIR": str(folder / "triton-cache"),
         "PYTHONUNBUFFERED": "1",
     }
-    compiler = "eager" if phase == "aa" else args.compiler
+    compiler = "eager" if phase.startswith("aa") else args.compiler
     cmd = [
         sys.executable, "-m", "passnet.cli", "eval", args.graphs,
         "--compiler", compiler, "--device", args.device, "--out", str(folder / "run"), "--quiet",
     ]  # fmt: skip
-    if phase != "seq":
+    if phase in ("overlap", "gpus", "aa"):
         cmd += ["--prepare-workers", str(args.prepare_workers)]
-    if phase in ("gpus", "aa"):
+    if phase in ("turns1", "turns2", "aa-turns"):
+        cmd += ["--overlap", str(args.overlap), "--overlap-scope", args.overlap_scope]
+    if phase in ("gpus", "aa", "turns2", "aa-turns"):
         cmd += ["--jobs", str(args.jobs)]
     stop = threading.Event()
     load = None
@@ -121,7 +130,7 @@ def report(args: argparse.Namespace) -> dict:
     print(
         f"{'phase':8s} {'graphs':>6s} {'span s':>8s} {'s/graph':>8s} {'x seq':>6s} {'proj h':>7s}"
     )
-    for phase in ("seq", "overlap", "gpus"):
+    for phase in THROUGHPUT:
         records = _records(args, phase)
         if not records:
             continue
@@ -146,14 +155,25 @@ def report(args: argparse.Namespace) -> dict:
         }
         ratio_text = f"{ratio:6.2f}" if ratio else "     -"
         print(f"{phase:8s} {len(records):6d} {span:8.1f} {per:8.2f} {ratio_text} {hours:7.2f}")
-    aa = _records(args, "aa")
+    for name in ("aa", "aa-turns"):
+        _aa_report(_records(args, name), name, out)
+    seq = _records(args, "seq")
+    for name in ("overlap", "turns1"):
+        _vs_seq(seq, _records(args, name), name, out)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "scale_out.json").write_text(json.dumps(out, indent=2))
+    return out
+
+
+def _aa_report(aa: dict, name: str, out: dict) -> None:
+    """Eager against eager: how far each speedup is from 1 (graphs of 50 µs or more)."""
     if aa:
         dev = [
             abs(r.speedup_e2e - 1.0)
             for r in aa.values()
             if r.speedup_e2e and r.eager and r.eager.e2e.median_ms >= 0.05
         ]
-        out["aa"] = {
+        out[name] = {
             "graphs": len(dev),
             "max_abs_dev": max(dev) if dev else None,
             "median_abs_dev": statistics.median(dev) if dev else None,
@@ -161,29 +181,29 @@ def report(args: argparse.Namespace) -> dict:
             "within_2pct": sum(1 for d in dev if d <= 0.02),
         }
         print(
-            f"A/A over {len(dev)} graphs >= 50 us: max |s-1| {out['aa']['max_abs_dev']:.4f}, "
-            f"median {out['aa']['median_abs_dev']:.4f}, within 1%: {out['aa']['within_1pct']}, "
-            f"within 2%: {out['aa']['within_2pct']}"
+            f"{name} over {len(dev)} graphs >= 50 us: max |s-1| {out[name]['max_abs_dev']:.4f}, "
+            f"median {out[name]['median_abs_dev']:.4f}, within 1%: {out[name]['within_1pct']}, "
+            f"within 2%: {out[name]['within_2pct']}"
         )
-    seq, overlap = _records(args, "seq"), _records(args, "overlap")
+
+
+def _vs_seq(seq: dict, overlap: dict, name: str, out: dict) -> None:
+    """How far a phase's per-graph speedups are from the sequential run's."""
     both = [
         abs(math.log(overlap[g].speedup_e2e / seq[g].speedup_e2e))
         for g in set(seq) & set(overlap)
         if seq[g].speedup_e2e and overlap[g].speedup_e2e
     ]
     if both:
-        out["overlap_vs_seq"] = {
+        out[f"{name}_vs_seq"] = {
             "graphs": len(both),
             "median_abs_log": statistics.median(both),
             "max_abs_log": max(both),
         }
         print(
-            f"overlap vs seq speedups over {len(both)} graphs: median |dlog| "
+            f"{name} vs seq speedups over {len(both)} graphs: median |dlog| "
             f"{statistics.median(both):.4f}, max {max(both):.4f}"
         )
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "scale_out.json").write_text(json.dumps(out, indent=2))
-    return out
 
 
 def _count(values) -> dict:
@@ -205,6 +225,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--prepare-workers", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--overlap", type=int, default=6, help="turns phases: --overlap K")
+    parser.add_argument("--overlap-scope", default="host", choices=("host", "device"))
     parser.add_argument("--load", default=None, help="aa: graphs compiled as background load")
     parser.add_argument("--suite", type=int, default=2060, help="graphs to project for")
     args = parser.parse_args()

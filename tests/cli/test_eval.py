@@ -175,6 +175,29 @@ def test_graphs_per_child_is_refused_where_every_graph_has_a_child_of_its_own(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--overlap", "0"], "--overlap must be 1 or more, got 0"),
+        (["--overlap", "2"], "--overlap runs several evaluations per GPU (--device cuda)"),
+        (
+            ["--overlap", "2", "--device", "cuda", "--prepare-workers", "2"],
+            "it takes neither --prepare-workers nor --executor ray",
+        ),
+        (
+            ["--overlap", "2", "--device", "cuda", "--executor", "ray"],
+            "it takes neither --prepare-workers nor --executor ray",
+        ),
+    ],
+)
+def test_overlap_is_refused_before_anything_runs_where_it_cannot_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    assert _eager_run(tmp_path / "run", *options) == 2
+    assert message in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "run").exists()
+
+
 def test_graphs_per_child_shares_children_and_is_a_setting_of_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

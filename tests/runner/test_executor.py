@@ -387,3 +387,40 @@ def test_closing_the_results_early_stops_the_group_in_its_child() -> None:
     results.close()
     assert time.perf_counter() - started < 1.0  # not the group's 19 other graphs (3.8 s)
     assert [len(labels) for _, labels in fake_groups.calls] == [20]
+
+
+def test_overlap_runs_k_evaluations_per_device_each_on_cores_of_its_own(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def evaluate(path: Path, compiler: str, config: dict, device: str, settings: Any, **kw: Any):  # type: ignore[no-untyped-def]
+        with lock:
+            seen.append({"device": device, "cores": kw["cores"], "turns": kw["turns"]})
+        time.sleep(0.05)
+        return _ok(kw["graph_label"], compiler, config, device, settings)
+
+    executor = LocalExecutor(["fake:0", "fake:1"], evaluate=evaluate, overlap=2)
+    assert executor.pool.slots == ["fake:0", "fake:0", "fake:1", "fake:1"]
+    shares = [set(c) for c in executor.slot_cores]
+    if all(shares):  # a machine with at least as many cores as slots
+        assert all(not (a & b) for i, a in enumerate(shares) for b in shares[i + 1 :])
+    summary = run_evaluations(
+        _items(6), compiler="eager", out_dir=tmp_path, executor=executor, echo_logs=False
+    )
+    assert len(summary.records) == 6 and len(seen) == 6
+    assert len({id(s["turns"]) for s in seen}) == 1  # one run, one set of turns
+    assert seen[0]["turns"].slots == 2 and seen[0]["turns"].scope == "host"
+    assert not Path(seen[0]["turns"].folder).exists()  # removed when the run ended
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"overlap": 0}, "overlap must be 1 or more"),
+        ({"overlap": 2, "prepare_workers": 1}, "two ways to compile beside timing"),
+        ({"overlap": 2, "scope": "gpu"}, "scope must be one of host, device"),
+    ],
+)
+def test_overlap_options_that_cannot_work_are_refused(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LocalExecutor(["fake:0"], **options)

@@ -102,6 +102,8 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 out_dir=out_dir,
                 jobs=args.jobs or 1,
                 prepare_workers=args.prepare_workers,
+                overlap=args.overlap,
+                overlap_scope=args.overlap_scope,
                 executor=executor,
                 console=console,
                 echo_logs=not args.quiet,
@@ -133,6 +135,19 @@ def _check_executor_options(args: argparse.Namespace) -> None:
             "--graphs-per-child shares a child between graphs of the local executor; with "
             "--prepare-workers or --executor ray every graph has a child of its own"
         )
+    if args.overlap < 1:
+        raise PassnetError(f"--overlap must be 1 or more, got {args.overlap}")
+    if args.overlap > 1:
+        if not args.device.startswith("cuda"):
+            raise PassnetError(
+                f"--overlap runs several evaluations per GPU (--device cuda), got --device "
+                f"{args.device}: on the CPU, timing uses every core"
+            )
+        if args.prepare_workers or args.executor == "ray":
+            raise PassnetError(
+                "--overlap compiles beside timing in the evaluations of the local executor; "
+                "it takes neither --prepare-workers nor --executor ray"
+            )
     if args.executor != "ray":
         for given, name in ((args.ray_address, "--ray-address"), (args.ray_cpus, "--ray-cpus")):
             if given is not None:
@@ -365,6 +380,22 @@ def add_commands(subparsers: Any) -> None:
         metavar="N",
         help="compile upcoming graphs in N workers while others are timed, on cores the "
         "timing threads do not use (CUDA; default: 0, each evaluation compiles itself)",
+    )
+    p.add_argument(
+        "--overlap",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run K evaluations at once on each GPU, each on its share of the cores: they "
+        "compile side by side and are timed one at a time, the others stopped meanwhile "
+        "(default: 1)",
+    )
+    p.add_argument(
+        "--overlap-scope",
+        choices=("host", "device"),
+        default="host",
+        help="with --overlap, what a timed graph stops: every other evaluation of the run "
+        "(host, default) or only those of its GPU (device)",
     )
     p.add_argument(
         "--graphs-per-child",

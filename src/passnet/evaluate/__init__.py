@@ -12,8 +12,10 @@ from passnet.evaluate._host import CoreGuard, spare_cores
 from passnet.evaluate._isolate import (
     FORKSERVER_PRELOAD,
     ChildOutcome,
+    even_chunks,
     no_randomization_for_exec,
     run_isolated,
+    run_isolated_batch,
     run_isolated_items,
 )
 from passnet.evaluate._memory import (
@@ -27,6 +29,7 @@ from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sa
 from passnet.evaluate._roofline import Ceilings, ceilings, graph_work, measure_ceilings, roofline
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
+from passnet.evaluate._turns import SCOPES, Turns
 
 __all__ = [
     "COPIES",
@@ -36,6 +39,8 @@ __all__ = [
     "CoreGuard",
     "EvalSettings",
     "PrepareOutcome",
+    "SCOPES",
+    "Turns",
     "available_bytes",
     "cache_counters",
     "ceilings",
@@ -44,6 +49,7 @@ __all__ = [
     "cuda_timer",
     "evaluate_sample",
     "evaluate_samples",
+    "even_chunks",
     "gc_paused",
     "graph_work",
     "limit_data_segment",
@@ -58,6 +64,7 @@ __all__ = [
     "probe_device",
     "roofline",
     "run_isolated",
+    "run_isolated_batch",
     "run_isolated_items",
     "software_versions",
     "spare_cores",

@@ -43,8 +43,9 @@ from passnet.evaluate._timing import (
     measure_replays,
     profile_kernels,
 )
+from passnet.evaluate._turns import Turns
 from passnet.passes.integrity import harness_findings, mutated_inputs
-from passnet.record import BASELINE_T
+from passnet.record import BASELINE_T, TurnReport
 from passnet.sample import Comparison, accuracy_message, compare_outputs, flatten_outputs
 from passnet.status import Status
 
@@ -75,6 +76,10 @@ class ChildRequest:
     """The host's full speed from earlier children (:class:`HostReference`), for the guard."""
     prepared: bool = False
     """A prepare worker compiled this graph into the caches (:mod:`._prepare`): compile once."""
+    turns: Turns | None = None
+    """``--overlap``: the run's timing turns (:mod:`._turns`); the timed rounds take one."""
+    cores: tuple[int, ...] = ()
+    """Cores this child is pinned to (its slot's share, with ``--overlap``); () for all."""
 
 
 class _Stage:
@@ -165,6 +170,10 @@ def run_child(request: ChildRequest, send: Send) -> None:
         "layout_fixed": layout_fixed(),
     }
     loaded: dict[str, Any] = {}
+    if request.cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(request.cores))
+    if request.turns is not None:
+        request.turns.join(_device_index(request.device))
     try:
         _evaluate(request, stage, result, loaded)
     except BaseException as exc:  # noqa: BLE001 - everything becomes a status
@@ -175,9 +184,30 @@ def run_child(request: ChildRequest, send: Send) -> None:
             _out_of_memory_at_limit(result, loaded["memory_limit"], stage.name)
         elif status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and "module" in loaded:
             _blame_the_sample(result, loaded, stage, exc)
+    finally:
+        if request.turns is not None:
+            request.turns.leave()
     stage.enter("done")
     result["phases_s"] = stage.phases
     send(("result", result))
+
+
+def _device_index(device: str) -> int:
+    return torch.device(device).index or 0 if device.startswith("cuda") else 0
+
+
+@contextlib.contextmanager
+def _timing_turn(req: ChildRequest, stage: _Stage, name: str) -> Iterator[TurnReport | None]:
+    """The block as stage ``name``, within a timing turn where the run has turns (the
+    wait for it is stage ``turn``)."""
+    if req.turns is None:
+        stage.enter(name)
+        yield None
+        return
+    stage.enter("turn")
+    with req.turns.turn() as report:
+        stage.enter(name)
+        yield report
 
 
 def run_children(requests: list[ChildRequest], send: Send) -> None:
@@ -281,6 +311,8 @@ def _evaluate(
     s = req.settings
     if s.num_threads:
         torch.set_num_threads(s.num_threads)
+    elif req.cores:  # a pinned child: as many threads as its cores, never more
+        torch.set_num_threads(len(req.cores))
     device = req.device
     stage.enter("load")
     sample = load_sample(req.sample_path)
@@ -336,17 +368,23 @@ def _evaluate(
 
     timings = None
     if s.time_graphs:
-        stage.enter("measure")
-        guard = None
-        share = timing_cores(device) if s.pin_cpu else []
-        if share and s.core_guard:
-            guard = CoreGuard(share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s)
-        elif share:
-            pin_to_one_core(device, share)
-        clocks = open_clock_monitor(device)
         mutating = _mutating(inputs1, module, compiled, device)
-        with gc_paused(s.pause_gc):
-            timings = measure_sides(compiled, module, inputs1, device, s, mutating, guard, clocks)
+        with _timing_turn(req, stage, "measure") as turn:  # its cores are known in it
+            guard = None
+            share = timing_cores(device) if s.pin_cpu else []
+            if share and s.core_guard:
+                guard = CoreGuard(
+                    share, reference_ns=req.host_reference_ns, max_wait_s=s.host_wait_s
+                )
+            elif share:
+                pin_to_one_core(device, share)
+            clocks = open_clock_monitor(device)
+            with gc_paused(s.pause_gc):
+                timings = measure_sides(
+                    compiled, module, inputs1, device, s, mutating, guard, clocks
+                )
+        if turn is not None:
+            result["turn"] = dataclasses.asdict(turn)
         if guard is not None:
             result["host"] = dataclasses.asdict(guard.report())
         gpu = clocks.report() if clocks is not None else None
@@ -375,9 +413,9 @@ def _evaluate(
     result["cudagraphs"] = [dataclasses.asdict(d) for d in compiler.cudagraph_decisions()]
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
-        if s.roofline:
-            stage.enter("roofline")
-            result["roofline"] = _roofline(module, inputs1, device, timings)
+        if s.roofline:  # the device's ceilings are measured once per machine: a turn
+            with _timing_turn(req, stage, "roofline"):
+                result["roofline"] = _roofline(module, inputs1, device, timings)
         cuda = device.startswith("cuda")
         if cuda and (s.replay_timing or s.profile_kernels):
             # Last, once the result is decided: optional work that kills the process costs
@@ -387,20 +425,22 @@ def _evaluate(
             def extra(field: str, what: str, measure: Callable[[dict[str, Any]], Any]) -> None:
                 _extra_figures(compiled, module, inputs1, mutating, timings, field, what, measure)
 
-            if s.replay_timing:
-                stage.enter("replay")  # each side's call captured as a CUDA graph, replays timed
-                extra(
-                    "replay",
-                    "replay timing",
-                    lambda fns: measure_replays(
-                        fns, warmup=s.warmup, trials=s.trials, rounds=s.rounds
-                    ),
-                )
-            if s.profile_kernels:
-                stage.enter("profile")  # each side's call under the CUDA profiler
-                extra(
-                    "kernels", "profiling", lambda fns: profile_kernels(fns, calls=s.profile_calls)
-                )
+            if s.replay_timing:  # each side's call captured as a CUDA graph, replays timed
+                with _timing_turn(req, stage, "replay"):
+                    extra(
+                        "replay",
+                        "replay timing",
+                        lambda fns: measure_replays(
+                            fns, warmup=s.warmup, trials=s.trials, rounds=s.rounds
+                        ),
+                    )
+            if s.profile_kernels:  # each side's call under the CUDA profiler
+                with _timing_turn(req, stage, "profile"):
+                    extra(
+                        "kernels",
+                        "profiling",
+                        lambda fns: profile_kernels(fns, calls=s.profile_calls),
+                    )
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
 
 

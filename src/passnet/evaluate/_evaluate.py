@@ -6,7 +6,6 @@ import dataclasses
 import datetime as _dt
 import logging
 import platform
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,14 @@ import torch
 from passnet.errors import SampleError
 from passnet.evaluate._child import ChildRequest, probe_device_child, run_child, run_children
 from passnet.evaluate._host import HostReference
-from passnet.evaluate._isolate import ChildOutcome, run_isolated, run_isolated_items
+from passnet.evaluate._isolate import (
+    ChildOutcome,
+    run_isolated,
+    run_isolated_batch,
+    run_isolated_items,
+)
 from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._turns import Turns
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
@@ -69,8 +74,7 @@ def probe_device(device: str, timeout_s: float = 120.0) -> str | None:
         return outcome.result["error"]
     if outcome.timed_out:
         return f"no answer within {timeout_s:.0f} s"
-    how = outcome.signal_name or f"exit code {outcome.exitcode}"
-    return f"the child process died ({how})"
+    return f"the child process died ({outcome.how_ended})"
 
 
 def _now() -> str:
@@ -87,6 +91,8 @@ def evaluate_sample(
     graph_label: str | None = None,
     on_stage: Callable[[str], None] | None = None,
     prepared: float | None = None,
+    turns: Turns | None = None,
+    cores: Sequence[int] = (),
 ) -> EvalRecord:
     """Evaluate one GraphNet sample in an isolated child process.
 
@@ -97,6 +103,8 @@ def evaluate_sample(
     of the evaluation child as it begins (``load``, ``compile``, ``measure``, ...).
     ``prepared``: the seconds a prepare worker spent compiling this graph into the shared
     caches (:func:`prepare_sample`), or None: then the compiler compiles as it would alone.
+    ``turns``: the run's timing turns (``--overlap``, :class:`Turns`): the child joins
+    them and times the graph in a turn. ``cores``: the cores the child is pinned to.
     """
     (record,) = _evaluate(
         [sample_path],
@@ -108,6 +116,8 @@ def evaluate_sample(
         (lambda _i, stage: on_stage(stage)) if on_stage else None,
         None,
         prepared,
+        turns=turns,
+        cores=cores,
     )
     return record
 
@@ -123,6 +133,8 @@ def evaluate_samples(
     on_stage: Callable[[int, str], None] | None = None,
     on_record: Callable[[int, EvalRecord], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    turns: Turns | None = None,
+    cores: Sequence[int] = (),
 ) -> list[EvalRecord]:
     """Evaluate several samples in turn in one isolated child (``graphs_per_child``).
 
@@ -135,7 +147,8 @@ def evaluate_samples(
     the ``i``-th sample, ``on_record(i, record)`` each record as it is decided; the records
     come back in the samples' order. ``graph_labels``: the names stored (default: paths).
     ``should_stop()`` (asked about once a second) ends the work early: the graph being
-    evaluated and those after it get no record.
+    evaluated and those after it get no record. ``turns``, ``cores``: as
+    :func:`evaluate_sample`'s.
     """
     paths = list(sample_paths)
     labels = list(graph_labels) if graph_labels is not None else [str(p) for p in paths]
@@ -151,6 +164,8 @@ def evaluate_samples(
         on_stage,
         on_record,
         should_stop=should_stop,
+        turns=turns,
+        cores=cores,
     )
 
 
@@ -175,6 +190,8 @@ def _evaluate(
     on_record: Callable[[int, EvalRecord], None] | None,
     prepared: float | None = None,
     should_stop: Callable[[], bool] | None = None,
+    turns: Turns | None = None,
+    cores: Sequence[int] = (),
 ) -> list[EvalRecord]:
     settings = settings or EvalSettings()
     problem = settings.device_problem(device)
@@ -224,62 +241,54 @@ def _evaluate(
             settings,
             host_reference_ns=HOST_REFERENCE.get(device),
             prepared=prepared is not None,
+            turns=turns,
+            cores=tuple(cores),
         )
         pending.append(_Pending(index, request, base, graph_hash))
-    while pending and not (should_stop is not None and should_stop()):
-        pending = _one_child(pending, settings, prepared, on_stage, decided, should_stop)
+    _run_children(pending, settings, prepared, on_stage, decided, should_stop)
     return [r for r in records if r is not None]
 
 
-def _one_child(
+def _run_children(
     pending: list[_Pending],
     settings: EvalSettings,
     prepared: float | None,
     on_stage: Callable[[int, str], None] | None,
     decided: Callable[[int, EvalRecord], None],
     should_stop: Callable[[], bool] | None = None,
-) -> list[_Pending]:
-    """Evaluate ``pending`` in one child; what is left for the next child."""
-    position = 0
-    item_t0 = time.perf_counter()
-    retry: list[_Pending] = []
+) -> None:
+    """Evaluate ``pending`` in shared children, a fresh one after each that dies."""
 
-    def on_outcome(outcome: ChildOutcome) -> None:
-        nonlocal position, item_t0
-        item = pending[position]
+    def on_outcome(item: _Pending, outcome: ChildOutcome, position: int, elapsed: float) -> bool:
         if position and outcome.result is None and not outcome.stages:
             # The shared child ended before this graph began (it could not clear up after
             # the last one): the graph goes to a fresh child, unblamed.
-            retry.append(item)
-            return
+            return False
         rec = _to_record(outcome, item.base, item.graph_hash)
         if rec.compile_cache is not None and prepared is not None:
             rec.compile_cache.prepare_s = prepared
         if rec.host is not None:
             HOST_REFERENCE.note(item.request.device, rec.host.probe_ns)
         rec.child_position = position
-        now = time.perf_counter()
-        rec.phases_s["total"] = now - item_t0
-        item_t0 = now
-        position += 1
+        rec.phases_s["total"] = elapsed
         decided(item.index, rec)
+        return True
 
-    def stage(name: str) -> None:
-        if on_stage is not None:
-            on_stage(pending[position].index, name)
+    def child(left: list[_Pending]) -> tuple[Any, tuple[Any, ...]]:
+        if len(left) == 1:
+            return run_child, (left[0].request,)
+        return run_children, ([p.request for p in left],)
 
-    single = len(pending) == 1
-    outcomes = run_isolated_items(
-        run_child if single else run_children,
-        (pending[0].request if single else [p.request for p in pending],),
-        len(pending),
+    run_isolated_batch(
+        pending,
+        child,
         settings.timeout_s,
+        on_outcome,
         fixed_layout=settings.fixed_layout,
-        on_stage=stage,
-        on_outcome=on_outcome,
+        on_stage=(lambda item, name: on_stage(item.index, name)) if on_stage else None,
         should_stop=should_stop,
+        run_items=run_isolated_items,  # this module's name: tests stand in for it
     )
-    return retry + pending[len(outcomes) :]
 
 
 def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> EvalRecord:
@@ -308,6 +317,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "gpu": res.get("gpu"),
         "layout_fixed": res.get("layout_fixed"),
         "compile_cache": res.get("compile_cache"),
+        "turn": res.get("turn"),
         "roofline": res.get("roofline"),
         "cudagraphs": res.get("cudagraphs") or [],
         "integrity": res.get("integrity", []),
@@ -363,6 +373,5 @@ def _death_error(outcome: ChildOutcome) -> ErrorInfo:
         elif outcome.last_stage == "start":
             msg = "the evaluation child did not start (no message from it before the deadline)"
         return ErrorInfo("Timeout", msg, outcome.last_stage)
-    how = outcome.signal_name or f"exit code {outcome.exitcode}"
-    msg = f"child process died ({how}) during stage '{outcome.last_stage}'"
+    msg = f"child process died ({outcome.how_ended}) during stage '{outcome.last_stage}'"
     return ErrorInfo("ChildDied", msg, outcome.last_stage, {"exitcode": str(outcome.exitcode)})

@@ -23,6 +23,7 @@ from passnet.status import Status
 __all__ = [
     "SCHEMA_VERSION",
     "CompileCache",
+    "TurnReport",
     "CudaGraphDecision",
     "Correctness",
     "ErrorInfo",
@@ -234,6 +235,21 @@ class CompileCache:
 
 
 @dataclass
+class TurnReport:
+    """How a graph's timing went under ``--overlap`` (:mod:`passnet.evaluate._turns`): the
+    evaluations its GPU ran at once, the turn's scope (``host`` or ``device``), seconds it
+    waited for its turn, the members its turn stopped, and when it began and ended (epoch
+    seconds: turns whose scopes meet never overlap)."""
+
+    slots: int
+    scope: str
+    wait_s: float = 0.0
+    paused: int = 0
+    began: float = 0.0
+    ended: float = 0.0
+
+
+@dataclass
 class OutputCheck:
     """Comparison of one output tensor (eager vs compiled) on the first input draw."""
 
@@ -327,6 +343,8 @@ class EvalRecord:
     compile_cache: CompileCache | None = None
     """Where the compiled program came from (see :class:`CompileCache`); None in records of
     older versions."""
+    turn: TurnReport | None = None
+    """With ``--overlap``: the timing turn the graph was timed in; None otherwise."""
     layout_fixed: bool | None = None
     """The child ran without address-space randomization (``fixed_layout``); None where
     unknown (a child that never started, records of older versions, not Linux)."""

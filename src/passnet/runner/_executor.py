@@ -14,6 +14,7 @@ import abc
 import concurrent.futures as cf
 import contextlib
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -21,10 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from passnet.evaluate import (
+    SCOPES,
     EvalSettings,
     PrepareOutcome,
+    Turns,
     evaluate_sample,
     evaluate_samples,
+    even_chunks,
     prepare_sample,
 )
 from passnet.record import EvalRecord
@@ -38,6 +42,7 @@ __all__ = [
     "OnStage",
     "groups",
     "local_devices",
+    "slot_cores",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,18 +105,24 @@ class DevicePool:
         if not slots:
             raise ValueError("a device pool needs at least one slot")
         self.slots = list(slots)
-        self._free: queue.SimpleQueue[str] = queue.SimpleQueue()
-        for slot in self.slots:
-            self._free.put(slot)
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for index in range(len(self.slots)):
+            self._free.put(index)
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[str]:
-        """A free slot for the duration of the block (waits until one is free)."""
-        slot = self._free.get()
+        """A free slot's device for the duration of the block (waits until one is free)."""
+        with self.acquire_slot() as (_, device):
+            yield device
+
+    @contextlib.contextmanager
+    def acquire_slot(self) -> Iterator[tuple[int, str]]:
+        """A free slot, (its index, its device), for the duration of the block."""
+        index = self._free.get()
         try:
-            yield slot
+            yield index, self.slots[index]
         finally:
-            self._free.put(slot)
+            self._free.put(index)
 
 
 def local_devices(device: str, jobs: int, gpu_count: int) -> list[str]:
@@ -152,6 +163,12 @@ class LocalExecutor(Executor):
     Without prepare workers, jobs whose settings ask for ``graphs_per_child`` > 1 run in
     groups of up to that many (jobs alike but for their graph, spread evenly over the
     slots), each group in one evaluation child (:func:`passnet.evaluate.evaluate_samples`).
+
+    With ``overlap`` K > 1, each device runs K evaluations at once, each child pinned to
+    its slot's share of the cores: they load, compile and check correctness side by side,
+    and time one at a time, each in a timing turn that stops the others its ``scope``
+    covers (:class:`passnet.evaluate.Turns`): the program timed is the one its own child
+    just compiled, on a quiet host.
     """
 
     def __init__(
@@ -164,8 +181,20 @@ class LocalExecutor(Executor):
         prepare_workers: int = 0,
         prepare_cores: Sequence[int] = (),
         lookahead: int = 2,
+        overlap: int = 1,
+        scope: str = "host",
     ) -> None:
+        if overlap < 1:
+            raise ValueError(f"overlap must be 1 or more, got {overlap}")
+        if overlap > 1 and prepare_workers:
+            raise ValueError("overlap and prepare workers are two ways to compile beside timing")
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+        self.overlap, self.scope = overlap, scope
+        devices = [device for device in devices for _ in range(overlap)]
         self.pool = DevicePool(devices)
+        self.slot_cores = slot_cores(len(devices)) if overlap > 1 else [()] * len(devices)
+        self._turns: Turns | None = None
         self._evaluate = evaluate
         self._evaluate_many = evaluate_many
         self._prepare = prepare
@@ -173,21 +202,37 @@ class LocalExecutor(Executor):
         self.prepare_cores = tuple(prepare_cores)
         self.lookahead = max(1, lookahead)
 
+    def _placement(self, slot: int | None) -> dict[str, Any]:
+        """The overlap arguments of an evaluation in ``slot``: its turns and cores."""
+        if self._turns is None or slot is None:
+            return {}
+        return {"turns": self._turns, "cores": self.slot_cores[slot]}
+
     def _evaluate_job(
-        self, job: EvalJob, device: str, on_stage: OnStage | None, prepared: float | None
+        self,
+        job: EvalJob,
+        device: str,
+        on_stage: OnStage | None,
+        prepared: float | None,
+        slot: int | None = None,
     ) -> EvalRecord:
         if on_stage is not None:
             on_stage(job, "start")
-        record = self._evaluate(
-            job.item.path,
-            job.compiler,
-            job.compiler_config,
-            device,
-            job.settings,
-            graph_label=job.item.label,
-            on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
-            **({"prepared": prepared} if prepared is not None else {}),
-        )
+        try:
+            record = self._evaluate(
+                job.item.path,
+                job.compiler,
+                job.compiler_config,
+                device,
+                job.settings,
+                graph_label=job.item.label,
+                on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
+                **({"prepared": prepared} if prepared is not None else {}),
+                **self._placement(slot),
+            )
+        finally:
+            if self._turns is not None:  # a child killed in its turn stops nobody for good
+                self._turns.recover()
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
@@ -198,13 +243,17 @@ class LocalExecutor(Executor):
         out: Callable[[EvalRecord], None],
         stop: threading.Event,
     ) -> None:
-        with self.pool.acquire() as device:
+        with self.pool.acquire_slot() as (slot, device):
             if stop.is_set():
                 return
             if len(group) == 1:
-                out(self._evaluate_job(group[0], device, on_stage, None))
+                out(self._evaluate_job(group[0], device, on_stage, None, slot))
                 return
-            self._evaluate_group(group, device, on_stage, out, stop)
+            try:
+                self._evaluate_group(group, device, on_stage, out, stop, slot)
+            finally:
+                if self._turns is not None:
+                    self._turns.recover()
 
     def _evaluate_group(
         self,
@@ -213,6 +262,7 @@ class LocalExecutor(Executor):
         on_stage: OnStage | None,
         out: Callable[[EvalRecord], None],
         stop: threading.Event,
+        slot: int | None = None,
     ) -> None:
         """One child for the group; when the consumer stops (``stop``), the child is ended
         and the graphs not yet finished get no record (a rerun evaluates them)."""
@@ -235,6 +285,7 @@ class LocalExecutor(Executor):
             on_stage=(lambda i, stage: on_stage(group[i], stage)) if on_stage else None,
             on_record=record,
             should_stop=stop.is_set,
+            **self._placement(slot),
         )
 
     def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
@@ -243,7 +294,15 @@ class LocalExecutor(Executor):
             return
         records: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = threading.Event()
-        with cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads:
+        if self.overlap > 1:
+            every = tuple(core for share in self.slot_cores for core in share)
+            self._turns = Turns.create(self.scope, self.overlap, every)
+        with (
+            contextlib.ExitStack() as cleanup,
+            cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads,
+        ):
+            if self._turns is not None:
+                cleanup.callback(self._end_turns)
             futures = [
                 threads.submit(self._work, group, on_stage, records.put, stop)
                 for group in groups(jobs, len(self.pool.slots))
@@ -262,6 +321,11 @@ class LocalExecutor(Executor):
                 for future in futures:
                     future.cancel()
 
+    def _end_turns(self) -> None:
+        if self._turns is not None:
+            self._turns.remove()
+            self._turns = None
+
     def _run_pipelined(
         self, jobs: Sequence[EvalJob], on_stage: OnStage | None
     ) -> Iterator[EvalRecord]:
@@ -277,6 +341,23 @@ def _raise_failure(futures: list[cf.Future[None]]) -> None:
     for future in futures:
         if future.done() and not future.cancelled() and future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
+
+
+def slot_cores(slots: int) -> list[tuple[int, ...]]:
+    """This process's allowed cores in ``slots`` contiguous shares as even as can be (a
+    slot gets no core of its own where there are fewer cores than slots: () for all)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return [()] * slots
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < slots:
+        return [()] * slots
+    size, extra = divmod(len(cores), slots)
+    shares, start = [], 0
+    for index in range(slots):
+        end = start + size + (index < extra)
+        shares.append(tuple(cores[start:end]))
+        start = end
+    return shares
 
 
 def groups(jobs: Sequence[EvalJob], slots: int) -> list[list[EvalJob]]:
@@ -298,10 +379,7 @@ def groups(jobs: Sequence[EvalJob], slots: int) -> list[list[EvalJob]]:
     def flush() -> None:
         if not run:
             return
-        limit = run[0].settings.graphs_per_child
-        count = max(-(-len(run) // limit), min(len(run), slots))
-        size = -(-len(run) // count)
-        out.extend(run[i : i + size] for i in range(0, len(run), size))
+        out.extend(even_chunks(run, run[0].settings.graphs_per_child, slots))
         run.clear()
 
     for job in jobs:

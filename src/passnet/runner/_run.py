@@ -226,6 +226,8 @@ def run_evaluations(
     out_dir: str | Path = "passnet-out",
     jobs: int = 1,
     prepare_workers: int = 0,
+    overlap: int = 1,
+    overlap_scope: str = "host",
     executor: Executor | None = None,
     console: Console | None = None,
     echo_logs: bool = True,
@@ -235,7 +237,8 @@ def run_evaluations(
     ``executor`` runs the evaluations (default: a :class:`LocalExecutor` with ``jobs``
     slots on the CPU, or one slot for each of the first ``jobs`` GPUs on ``cuda``, and
     ``prepare_workers`` workers compiling graphs ahead on cores the timing threads do not
-    use: :func:`passnet.evaluate.prepare_sample`).
+    use: :func:`passnet.evaluate.prepare_sample`; or ``overlap`` evaluations at once per
+    device, timed one at a time in turns of ``overlap_scope``: :class:`LocalExecutor`).
     Results are persisted one by one, by this process, as they finish; Ctrl-C stops
     scheduling and keeps what finished. Records keep the device kind (``cuda``/``cpu``)
     as the resume key, so a rerun on another GPU of the same machine resumes too.
@@ -264,6 +267,8 @@ def run_evaluations(
                 local_devices(device, jobs, torch.cuda.device_count()),
                 prepare_workers=prepare_workers,
                 prepare_cores=_prepare_cores(device) if prepare_workers else (),
+                overlap=overlap,
+                scope=overlap_scope,
             )
             first = executor.pool.slots[0]
             if todo and device.startswith("cuda"):
