@@ -160,3 +160,19 @@ def _mlp_items(tmp_path: Path, n: int) -> list:  # type: ignore[type-arg]
     for i in range(n):
         shutil.copytree(MLP, tmp_path / "samples" / f"mlp{i}")
     return plan_items([tmp_path / "samples"])
+
+
+def test_the_state_of_a_killed_run_is_swept_by_the_next_run() -> None:
+    stale = Turns.create("host", 2)
+    dead = FORK.Process(target=time.sleep, args=(0,))
+    dead.start()
+    dead.join()
+    (Path(stale.folder) / "members" / str(dead.pid)).write_text("0")
+    os.utime(stale.folder, (time.time() - 120, time.time() - 120))
+    live = Turns.create("host", 2)  # the next run
+    try:
+        assert not Path(stale.folder).exists()
+        assert Path(live.folder).exists()
+    finally:
+        live.remove()
+        stale.remove()

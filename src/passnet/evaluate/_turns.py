@@ -109,7 +109,9 @@ class Turns:
         return cls(str(folder), scope, slots, tuple(cores))
 
     def remove(self) -> None:
-        """Continue every member still stopped, then delete the state folder."""
+        """Continue every member still stopped, then delete the state folder (if any)."""
+        if not Path(self.folder).is_dir():
+            return
         with self._locked():
             for pid in self._pids("paused"):
                 _signal(pid, signal.SIGCONT)
