@@ -170,11 +170,11 @@ def run_child(request: ChildRequest, send: Send) -> None:
         "layout_fixed": layout_fixed(),
     }
     loaded: dict[str, Any] = {}
-    if request.cores and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, set(request.cores))
-    if request.turns is not None:
-        request.turns.join(_device_index(request.device))
     try:
+        if request.cores and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(request.cores))
+        if request.turns is not None:
+            request.turns.join(_device_index(request.device))
         _evaluate(request, stage, result, loaded)
     except BaseException as exc:  # noqa: BLE001 - everything becomes a status
         status = _status_for(exc, stage.name, request.compiler)

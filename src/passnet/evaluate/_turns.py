@@ -134,7 +134,10 @@ class Turns:
             time.sleep(0.05)
 
     def leave(self, pid: int | None = None) -> None:
+        """``pid`` (default: this process) is no member any more; the others go on."""
         pid = os.getpid() if pid is None else pid
+        if not Path(self.folder).is_dir():  # the run ended (or was swept) meanwhile
+            return
         with self._locked():
             for part in ("members", "timing", "paused"):
                 self._path(part, pid).unlink(missing_ok=True)
