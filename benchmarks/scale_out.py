@@ -25,7 +25,10 @@ Each phase is one ``passnet eval`` process with its own, empty Inductor and Trit
 * ``aa-turns``: eager against eager with ``--overlap`` on ``--jobs`` GPUs, all busy.
 
 ``report`` prints, per phase, graphs, the span from the first start to the last finish
-(a phase stopped at a time limit counts what it finished), seconds per graph, throughput
+(a phase stopped at a time limit counts what it finished; the span flatters a phase that
+was stopped while several graphs were in flight, so the phase's window is printed too:
+graphs finished of those planned, in the seconds from its start to its end or stop, as
+``phase.json`` records them), seconds per graph, throughput
 against ``seq``, and the projection for ``--suite`` graphs (default 2,060, PassBench's count); for
 ``aa`` and ``aa-turns`` the per-graph deviation from 1 over graphs whose eager median is at
 least 50 µs; and how far ``overlap``'s and ``turns1``'s per-graph speedups are from ``seq``'s. With ``OUT`` set, the
@@ -38,6 +41,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -79,11 +83,25 @@ def _eval(phase: str, args: argparse.Namespace) -> None:
     if phase == "aa" and args.load:
         load = threading.Thread(target=_compile_load, args=(args, folder, stop), daemon=True)
         load.start()
-    started = time.perf_counter()
-    done = subprocess.run(
+    stamp = folder / "phase.json"  # the phase's window, also when a time limit stops it
+    planned = len(plan_items([args.graphs]))
+    stamp.write_text(json.dumps({"started": time.time(), "graphs": planned}))
+    child = subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+
+    def stopped(signum: int, _frame: object) -> None:
+        child.terminate()  # passnet keeps what finished
+        child.wait()
+        _stamp(stamp, ended=time.time(), stopped=True)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
+    started = time.perf_counter()
+    _, err = child.communicate()
+    done = subprocess.CompletedProcess(cmd, child.returncode, None, err)
     wall = time.perf_counter() - started
+    _stamp(stamp, ended=time.time(), stopped=False)
     stop.set()
     if load is not None:
         load.join()
@@ -91,6 +109,20 @@ def _eval(phase: str, args: argparse.Namespace) -> None:
     if done.returncode not in (0, 1):
         print(done.stderr[-3000:], file=sys.stderr)
     print(f"{phase}: {wall:.1f} s (exit {done.returncode})")
+
+
+def _stamp(path: Path, **more: object) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **more}))
+
+
+def _window(args: argparse.Namespace, phase: str) -> dict | None:
+    """The phase's window (``phase.json``: started, ended, stopped, graphs planned), if known."""
+    if args.records:
+        path = Path(args.records) / f"{phase}.phase.json"
+    else:
+        path = Path(args.work) / phase / "phase.json"
+    data = json.loads(path.read_text()) if path.is_file() else None
+    return data if data and "ended" in data else None
 
 
 def _compile_load(args: argparse.Namespace, folder: Path, stop: threading.Event) -> None:
@@ -129,6 +161,7 @@ def report(args: argparse.Namespace) -> dict:
     base = None
     print(
         f"{'phase':8s} {'graphs':>6s} {'span s':>8s} {'s/graph':>8s} {'x seq':>6s} {'proj h':>7s}"
+        f" {'window':>14s}"
     )
     for phase in THROUGHPUT:
         records = _records(args, phase)
@@ -154,7 +187,17 @@ def report(args: argparse.Namespace) -> dict:
             ),
         }
         ratio_text = f"{ratio:6.2f}" if ratio else "     -"
-        print(f"{phase:8s} {len(records):6d} {span:8.1f} {per:8.2f} {ratio_text} {hours:7.2f}")
+        window = _window(args, phase)
+        window_text = ""
+        if window:  # finished graphs over the whole phase: fair to a phase a limit stopped
+            seconds = window["ended"] - window["started"]
+            out["phases"][phase]["window"] = {**window, "s_per_graph": seconds / len(records)}
+            how = "stopped" if window.get("stopped") else "done"
+            window_text = f" {len(records)}/{window['graphs']} in {seconds:.0f} s {how}"
+        print(
+            f"{phase:8s} {len(records):6d} {span:8.1f} {per:8.2f} {ratio_text} {hours:7.2f}"
+            + window_text
+        )
     for name in ("aa", "aa-turns"):
         _aa_report(_records(args, name), name, out)
     seq = _records(args, "seq")
