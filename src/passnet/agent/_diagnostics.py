@@ -4,8 +4,10 @@
    matched nowhere the pass manager's explanation of the best partial match;
 2. *correctness* — per graph and dtype: status, max diff, the strictest tolerance level
    t at which the outputs agree, and the error or integrity finding of a failure;
-3. *performance* — per graph the speedup (eager / compiled median), then ES_t at a few
-   levels and the aggregated score AS with the reward.
+3. *performance* — per graph the speedup (eager / compiled median) and the hardware floor
+   of one call (roofline: what bounds it, and the fraction of the floor each side
+   reached: where a pass has the most room), then ES_t at a few levels and the aggregated
+   score AS with the reward.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from passnet.agent._evaluator import Evaluation
-from passnet.record import BASELINE_T, EvalRecord
+from passnet.record import BASELINE_T, EvalRecord, Roofline
 from passnet.report import first_passing_t
 
 __all__ = ["render_evaluation"]
@@ -130,6 +132,8 @@ def _performance(evaluation: Evaluation) -> list[str]:
                 f"  {rec.graph}: speedup {rec.speedup_e2e:.3f} (eager {rec.eager.e2e.median_ms:.3f} "
                 f"ms, compiled {rec.compiled.e2e.median_ms:.3f} ms)"
             )
+            if rec.roofline is not None:
+                lines.append(_roofline_line(rec.roofline))
         else:
             lines.append(f"  {rec.graph}: not timed ({rec.status.value})")
     es = evaluation.es
@@ -145,6 +149,19 @@ def _performance(evaluation: Evaluation) -> list[str]:
     )
     lines.append(f"  reward {evaluation.reward:.4f}{note}")
     return lines
+
+
+def _roofline_line(roof: Roofline) -> str:
+    """The floor of one call of the graph and how close each side came to it."""
+
+    def share(fraction: float | None) -> str:
+        return "-" if fraction is None else f"{fraction:.1%}"
+
+    return (
+        f"    floor {roof.floor_ms:.4f} ms, {roof.bound}-bound ({roof.flops / 1e9:.3g} GFLOP, "
+        f"{roof.min_bytes / 1e6:.3g} MB at least): compiled reaches {share(roof.compiled_fraction)}"
+        f" of it, eager {share(roof.eager_fraction)}"
+    )
 
 
 def _short(text: str) -> str:
