@@ -212,3 +212,20 @@ def test_should_stop_ends_the_child_and_the_item_in_progress_gets_no_outcome() -
     )
     assert [o.result["item"] for o in returned] == [0] == [o.result["item"] for o in outcomes]
     assert time.perf_counter() - started < 60  # not the hanging item's 600 s
+
+
+def test_a_killed_process_not_yet_reaped_counts_as_dead() -> None:
+    """What the sweeps of dead workers' copies and dead members' turns rely on."""
+    import subprocess
+    import time
+
+    from passnet.evaluate import process_alive
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert process_alive(child.pid)
+        child.kill()
+        time.sleep(0.3)  # dead, not reaped: signal 0 still reaches a zombie
+        assert not process_alive(child.pid)
+    finally:
+        child.wait()

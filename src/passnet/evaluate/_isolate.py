@@ -37,6 +37,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from passnet.errors import ChildStartError
@@ -46,6 +47,7 @@ __all__ = [
     "FORKSERVER_PRELOAD",
     "ChildOutcome",
     "even_chunks",
+    "process_alive",
     "layout_fixed",
     "no_randomization_for_exec",
     "run_isolated",
@@ -409,6 +411,22 @@ def _batch_child(
         target, args, len(left), timeout_s, on_stage=stage, on_outcome=decided, **options
     )
     return retry + left[len(outcomes) :]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a killed process not yet reaped by its parent (a
+    zombie) still answers signal 0, but is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): signal 0 is all there is
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def even_chunks(items: Sequence[T], most: int, parts: int) -> list[list[T]]:

@@ -36,27 +36,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from passnet.evaluate._isolate import process_alive
 from passnet.record import TurnReport
 
 __all__ = ["SCOPES", "TurnReport", "Turns"]
 
 SCOPES = ("host", "device")
 """What a turn stops: every other member of the run, or those of its own GPU."""
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 _PREFIX = "passnet-turns-"
@@ -73,7 +59,7 @@ def _sweep_stale() -> None:
             pids = [int(p.name) for p in folder.glob("*/*") if p.name.isdigit()]
         except OSError:
             continue
-        if not any(_alive(pid) for pid in pids):
+        if not any(process_alive(pid) for pid in pids):
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -226,7 +212,7 @@ class Turns:
     def _prune(self) -> None:
         for part in ("timing", "members", "paused"):
             for pid in self._pids(part):
-                if not _alive(pid):
+                if not process_alive(pid):
                     self._path(part, pid).unlink(missing_ok=True)
 
     def _continue_uncovered(self) -> None:

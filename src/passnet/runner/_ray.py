@@ -47,7 +47,7 @@ from passnet.errors import (
     SampleError,
     exception_chain,
 )
-from passnet.evaluate import evaluate_sample, software_versions
+from passnet.evaluate import evaluate_sample, process_alive, software_versions
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.runner._executor import EvalJob, Evaluate, Executor, OnStage
 from passnet.sample import load_sample, sample_digest
@@ -358,24 +358,8 @@ def _sweep_sample_copies() -> None:
         pid = folder.name[len(_SAMPLE_COPY) :].split("-")[0]
         if not pid.isdigit():
             continue
-        if not _alive(int(pid)):
+        if not process_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs: a killed worker not yet reaped by its parent (a zombie)
-    still answers signal 0, but is dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (not Linux): signal 0 is all there is
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 class _Worker:
