@@ -127,13 +127,16 @@ def run_lockstep(
         lambda s: load_module(s.model_source, parent.device, f"<subgraph {s.range}>")
     )
     values = list(inputs) if inputs is not None else parent.replay_inputs()
-    runner = NodeRunner(parent.gm, parent.placeholders, [_clone(v) for v in values])
     chain: dict[torch.fx.Node, Any] = (
         dict(zip(parent.placeholders, [_clone(v) for v in values], strict=True))
         if feed_forward
         else {}
     )
-    del values
+    # Inputs replayed here belong to nobody else: the parent's run takes them as they are
+    # (a model's weights are most of them: a copy more would double the run's peak).
+    owned = values if inputs is None else [_clone(v) for v in values]
+    runner = NodeRunner(parent.gm, parent.placeholders, owned)
+    del values, owned
     release_after = _release_plan(parent, ordered, keep_all=feed_forward)
     checks: list[RangeCheck] = []
     starts: dict[int, list[Subgraph]] = {}
