@@ -315,3 +315,52 @@ def test_write_op_ranges_writes_chosen_ranges_and_says_what_became_of_each(tmp_p
     with torch.no_grad():
         got = sample.build_module("cpu")(*sample.replay_inputs("cpu", seed=0))
     assert len(got) == 2  # linear (used after the range) and relu (returned by the parent)
+
+
+MUTATING_SOURCE = textwrap.dedent(
+    """\
+    import torch
+
+
+    class GraphModule(torch.nn.Module):
+        def forward(self, L_x_: torch.Tensor, L_w_: torch.nn.parameter.Parameter, L_s_: torch.Tensor, L_t_: torch.Tensor):
+            a = torch.nn.functional.linear(L_x_, L_w_)
+            b = a * L_s_
+            c = b.relu()
+            d = L_s_.add_(1.0)
+            e = L_t_.view(-1)
+            f = e.mul_(2.0)
+            g = c + L_s_.sum() + L_t_.sum()
+            h = g * 3.0
+            return (h,)
+    """
+)
+
+
+def test_inputs_the_parent_changes_in_place_are_copied_where_a_range_starts(
+    tmp_path: Path,
+) -> None:
+    """Ranges check against a copy of an input made where they start, unless the parent
+    never changes that input: the weights are copied only when a range runs, once."""
+    path = write_sample(
+        tmp_path / "mutating",
+        MUTATING_SOURCE,
+        [
+            TensorMeta("L_x_", [3, 4], torch.float32, mean=0.0, std=1.0),
+            TensorMeta("L_w_", [8, 4], torch.float32, mean=0.0, std=0.5),
+            TensorMeta("L_s_", [8], torch.float32, mean=0.0, std=1.0),
+            TensorMeta("L_t_", [2, 2], torch.float32, mean=0.0, std=1.0),
+        ],
+    )
+    parent = trace_parent(path)
+    names = {n.name for n in parent.mutated_inputs}
+    assert names == {"l_s_", "l_t_"}  # directly (add_) and through a view (view, mul_)
+    subs = [extract_subgraph(parent, r) for r in unit_ranges(parent)]
+    spanning = [
+        extract_subgraph(parent, OpRange(0, len(parent.units))),
+        extract_subgraph(parent, OpRange(1, len(parent.units) - 1)),
+    ]
+    checks, _ = run_lockstep(parent, [*subs, *spanning], feed_forward=False)
+    assert all(c.ok for c in checks), [c.reason for c in checks if not c.ok]
+    chain, (ok, why) = run_lockstep(parent, subs, feed_forward=True)
+    assert ok, why

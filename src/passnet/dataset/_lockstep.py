@@ -65,12 +65,20 @@ def _same(a: Any, b: Any) -> tuple[bool, str]:
     return (a == b, "" if a == b else f"{a!r} != {b!r}")
 
 
+_DEFERRED = object()
+"""A range's input copied from the parent's run when the range runs (see ``deferred``)."""
+
+
 def _clone(v: Any) -> Any:
     return v.clone() if isinstance(v, torch.Tensor) else v
 
 
 def _release_plan(
-    parent: ParentGraph, subgraphs: Sequence[Subgraph], *, keep_all: bool
+    parent: ParentGraph,
+    subgraphs: Sequence[Subgraph],
+    *,
+    keep_all: bool,
+    deferred: Callable[[torch.fx.Node], bool] = lambda _n: False,
 ) -> dict[int, list[torch.fx.Node]]:
     """Unit index → the values that nothing needs after that unit: no later unit reads them
     (directly or through a floating node, which is computed when a unit needs it) and no
@@ -87,6 +95,9 @@ def _release_plan(
     for sub in subgraphs:
         for n in sub.outputs:
             need[n] = max(need.get(n, -1), sub.range.stop - 1)
+        for n in sub.inputs:  # copied only when the range runs: kept until then
+            if deferred(n):
+                need[n] = max(need.get(n, -1), sub.range.stop - 1)
     returned = parent._returned
     plan: dict[int, list[torch.fx.Node]] = {}
     for n, last in need.items():
@@ -137,7 +148,14 @@ def run_lockstep(
     owned = values if inputs is None else [_clone(v) for v in values]
     runner = NodeRunner(parent.gm, parent.placeholders, owned)
     del values, owned
-    release_after = _release_plan(parent, ordered, keep_all=feed_forward)
+
+    def deferred(a: torch.fx.Node) -> bool:
+        """An input copied when its range runs, not where it starts: a placeholder the
+        parent's run never changes (a model's weights), so one copy at a time, not one per
+        range open over it."""
+        return not feed_forward and a.op == "placeholder" and a not in parent.mutated_inputs
+
+    release_after = _release_plan(parent, ordered, keep_all=feed_forward, deferred=deferred)
     checks: list[RangeCheck] = []
     starts: dict[int, list[Subgraph]] = {}
     for s in ordered:
@@ -152,6 +170,8 @@ def run_lockstep(
                 for a, name in zip(sub.inputs, sub.input_names, strict=True):
                     if a.op == "get_attr":
                         fed[a] = runner.ensure(a)
+                    elif deferred(a):
+                        fed[a] = _DEFERRED
                     elif feed_forward and a in chain:
                         fed[a] = chain[a]
                     else:
@@ -176,7 +196,12 @@ def run_lockstep(
                 checks.append(check)
                 try:
                     module = make(sub)
-                    got = module(*[fed[a] for a in sub.inputs])
+                    got = module(
+                        *[
+                            _clone(runner.env[a]) if fed[a] is _DEFERRED else fed[a]
+                            for a in sub.inputs
+                        ]
+                    )
                 except Exception as exc:  # noqa: BLE001 - a subgraph that fails is reported, not raised
                     check.ok, check.reason = False, f"subgraph fails: {type(exc).__name__}: {exc}"
                     continue

@@ -181,6 +181,10 @@ class ParentGraph:
         default_factory=dict, repr=False
     )
     """Shape and dtype of every tensor value of the run (no values are kept)."""
+    mutated_inputs: set[torch.fx.Node] = field(default_factory=set, repr=False)
+    """Placeholders the run changed in place (directly or through a view of them): a check
+    of a range must copy such an input where the range starts; the others stay as they are
+    until the range is run."""
     _consumers: dict[torch.fx.Node, set[int]] = field(default_factory=dict, repr=False)
     _returned: set[torch.fx.Node] = field(default_factory=set, repr=False)
     _closure_cache: dict[torch.fx.Node, frozenset[torch.fx.Node]] = field(
@@ -292,6 +296,7 @@ def trace_parent(sample: str | Path | Sample, device: str = "cpu", seed: int = 0
         _retarget_devices(gm, device)
     runner = NodeRunner(gm, placeholders, inputs)
     del inputs
+    watch = _InputWatch(runner, placeholders)
     kinds: dict[torch.fx.Node, str] = {}
     specs: dict[torch.fx.Node, tuple[list[int], torch.dtype]] = {}
     dead_after = last_uses(gm.graph)
@@ -315,13 +320,40 @@ def trace_parent(sample: str | Path | Sample, device: str = "cpu", seed: int = 0
             if isinstance(value, torch.Tensor):
                 specs[node] = (list(value.shape), value.dtype)
             del value
+            watch.after(node)
             runner.release(dead_after.get(node, ()))
             if not node.users:
                 runner.release((node,))
     runner.env.clear()
     parent = _split_units(s, gm, placeholders, kinds, device, seed)
     parent.tensor_specs = specs
+    parent.mutated_inputs = watch.mutated
     return parent
+
+
+class _InputWatch:
+    """Which placeholders a run changes in place: after each node, the version counter of
+    each tensor input's base (a view shares its base's counter) that is a placeholder's
+    value. A placeholder freed and its identity reused can only add false alarms, which
+    cost a copy, never a wrong check."""
+
+    def __init__(self, runner: NodeRunner, placeholders: list[torch.fx.Node]) -> None:
+        self.runner = runner
+        self.node_of = {
+            id(v): p for p in placeholders if isinstance(v := runner.env[p], torch.Tensor)
+        }
+        self.version = {p: runner.env[p]._version for p in self.node_of.values()}
+        self.mutated: set[torch.fx.Node] = set()
+
+    def after(self, node: torch.fx.Node) -> None:
+        for a in node.all_input_nodes:
+            value = self.runner.env.get(a)
+            if not isinstance(value, torch.Tensor):
+                continue
+            base = value._base if value._base is not None else value
+            p = self.node_of.get(id(base))
+            if p is not None and base._version != self.version[p]:
+                self.mutated.add(p)
 
 
 def last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
