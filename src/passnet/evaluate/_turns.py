@@ -113,8 +113,7 @@ class Turns:
             self._write("members", pid, str(device_index))
         while True:
             with self._locked():
-                self._prune()  # a member killed in its turn: the others go on
-                self._continue_uncovered()
+                self._tidy()  # a member killed in its turn: the others go on
                 if not self._covering(pid):
                     return
             time.sleep(0.05)
@@ -132,8 +131,7 @@ class Turns:
     def recover(self) -> None:
         """Drop dead processes' entries; continue the members no live turn covers."""
         with self._locked():
-            self._prune()
-            self._continue_uncovered()
+            self._tidy()
 
     @contextlib.contextmanager
     def turn(self, pid: int | None = None) -> Iterator[TurnReport]:
@@ -166,8 +164,7 @@ class Turns:
             report.ended = time.time()
             with self._locked():
                 self._path("timing", pid).unlink(missing_ok=True)
-                self._prune()
-                self._continue_uncovered()
+                self._tidy()
 
     # -- the state, always under the lock --------------------------------------------------
 
@@ -214,6 +211,11 @@ class Turns:
             for pid in self._pids(part):
                 if not process_alive(pid):
                     self._path(part, pid).unlink(missing_ok=True)
+
+    def _tidy(self) -> None:
+        """Drop dead processes' entries; continue the members no live turn covers."""
+        self._prune()
+        self._continue_uncovered()
 
     def _continue_uncovered(self) -> None:
         for pid in self._pids("paused"):

@@ -218,21 +218,17 @@ class LocalExecutor(Executor):
     ) -> EvalRecord:
         if on_stage is not None:
             on_stage(job, "start")
-        try:
-            record = self._evaluate(
-                job.item.path,
-                job.compiler,
-                job.compiler_config,
-                device,
-                job.settings,
-                graph_label=job.item.label,
-                on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
-                **({"prepared": prepared} if prepared is not None else {}),
-                **self._placement(slot),
-            )
-        finally:
-            if self._turns is not None:  # a child killed in its turn stops nobody for good
-                self._turns.recover()
+        record = self._evaluate(
+            job.item.path,
+            job.compiler,
+            job.compiler_config,
+            device,
+            job.settings,
+            graph_label=job.item.label,
+            on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
+            **({"prepared": prepared} if prepared is not None else {}),
+            **self._placement(slot),
+        )
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
@@ -246,13 +242,13 @@ class LocalExecutor(Executor):
         with self.pool.acquire_slot() as (slot, device):
             if stop.is_set():
                 return
-            if len(group) == 1:
-                out(self._evaluate_job(group[0], device, on_stage, None, slot))
-                return
             try:
-                self._evaluate_group(group, device, on_stage, out, stop, slot)
+                if len(group) == 1:
+                    out(self._evaluate_job(group[0], device, on_stage, None, slot))
+                else:
+                    self._evaluate_group(group, device, on_stage, out, stop, slot)
             finally:
-                if self._turns is not None:
+                if self._turns is not None:  # a child killed in its turn stops nobody for good
                     self._turns.recover()
 
     def _evaluate_group(
