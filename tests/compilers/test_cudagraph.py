@@ -7,6 +7,7 @@ replaying for real, and ``inductor-scg`` end to end, need a GPU (marked ``gpu``)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,14 @@ import pytest
 import torch
 
 import passnet.compilers._builtin as builtin
-from passnet.compilers import GraphedCall, create_compiler, mark_module_state, select_cudagraph
+from passnet.compilers import (
+    GraphedCall,
+    PartitionChoices,
+    create_compiler,
+    mark_module_state,
+    select_cudagraph,
+    split_reason,
+)
 from passnet.compilers._cudagraph import MARGIN, MOVES_BEFORE_COPYING, ROUNDS, _in_place
 from passnet.errors import CompilerConfigError, DeviceUnavailable
 from passnet.evaluate import EvalSettings, evaluate_sample
@@ -149,6 +157,127 @@ def test_inductor_scg_chooses_for_every_dynamo_graph(monkeypatch) -> None:
     ]
 
 
+def _traced_with(values: dict[str, Any]) -> torch.fx.GraphModule:
+    """A traced ``x * 2 + y`` whose nodes carry ``values`` as Dynamo's example values."""
+    gm = torch.fx.symbolic_trace(lambda x, y: x * 2 + y)
+    for node in gm.graph.nodes:
+        if node.name in values:
+            node.meta["example_value"] = values[node.name]
+    return gm
+
+
+def test_split_reason_names_cpu_tensors_beside_cuda_ones_and_data_dependent_values() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    with mode:
+        gpu, cpu = torch.empty(2, device="cuda"), torch.empty(2)
+    assert split_reason(_traced_with({"x": gpu, "y": gpu})) == ""
+    assert split_reason(_traced_with({"x": cpu, "y": cpu})) == ""  # a CPU graph is whole
+    assert split_reason(_traced_with({"x": gpu, "y": cpu})) == "tensors off the GPU: y (cpu)"
+    unbacked = mode.shape_env.create_unbacked_symint()
+    reason = split_reason(_traced_with({"x": gpu, "mul": (gpu, unbacked)}))
+    assert reason == "values known only when it runs: mul"
+
+
+class FakeInductorGraph:
+    """Calls its partition functions as Inductor's generated ``call`` does: each gets its
+    inputs as a list (and empties it), and work between them runs outside any partition."""
+
+    def __init__(self, choices: PartitionChoices) -> None:
+        def partition_0(args: list[Any]) -> tuple[torch.Tensor]:
+            (x,) = args
+            args.clear()
+            return (x * 2,)
+
+        def partition_1(args: list[Any]) -> tuple[torch.Tensor]:
+            (h, s) = args
+            args.clear()
+            return (h + s,)
+
+        self.partitions = [choices.wrap(partition_0), choices.wrap(partition_1)]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        (h,) = self.partitions[0]([x])
+        s = h.sum()  # "CPU work" between the partitions
+        (out,) = self.partitions[1]([h, s])
+        return out
+
+
+def test_partition_choices_choose_for_each_partition_on_its_own_inputs() -> None:
+    """Partition 0 measured faster replayed, partition 1 not: the graph then replays the
+    first and launches the second, computes what it did before, and its own decision
+    compares it with every partition launched."""
+
+    def timer(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
+        out = fn(*inputs)
+        if isinstance(fn, Replayed):  # replay pays for partition 0 (one input), not 1
+            return 0.2 if len(inputs) == 1 else 1.5
+        if getattr(fn, "__name__", "") == "every_partition_launched":
+            return 2.0
+        return 1.0 if isinstance(out, tuple) else 1.4  # a partition, or the whole graph
+
+    choices = PartitionChoices("graph 3", graphed=Replayed, timer=timer)
+    graph = FakeInductorGraph(choices)
+    x = torch.arange(6.0)
+    decision = choices.choose(graph, [x], "tensors off the GPU: y (cpu)")
+    assert [(d.name, d.chosen) for d in choices.decisions] == [
+        ("graph 3 partition 0", "cudagraph"),
+        ("graph 3 partition 1", "launch"),
+    ]
+    assert decision.name == "graph 3" and decision.chosen == "partitions"
+    assert (decision.launch_ms, decision.graph_ms) == (2.0, 1.4)
+    assert decision.reason == (
+        "cannot be captured whole (tensors off the GPU: y (cpu)): 2 partitions, 1 replayed"
+    )
+    assert decision.copy_bytes == choices.decisions[0].copy_bytes == 6 * 4
+    replayed = graph.partitions[0].replayed
+    before = replayed.replays
+    torch.testing.assert_close(graph(x), x * 2 + (x * 2).sum())
+    assert replayed.replays == before + 1 and graph.partitions[1].replayed is None
+
+
+def test_a_graph_inductor_made_no_partition_of_is_launched_and_says_why() -> None:
+    choices = PartitionChoices("graph 0", timer=lambda fn, inputs, calls: 0.5)
+    decision = choices.choose(
+        lambda x: x + 1, [torch.ones(2)], "values known only when it runs: u0"
+    )
+    assert (decision.chosen, decision.launch_ms, decision.graph_ms) == ("launch", 0.5, None)
+    assert decision.reason == (
+        "cannot be captured (values known only when it runs: u0) and Inductor made no partition"
+    )
+    assert choices.decisions == []
+
+
+def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partitions(
+    monkeypatch,
+) -> None:
+    """The route, for real through Inductor (on the CPU Inductor makes no partition): the
+    graph compiles with the partition wrapper installed, and the wrapper is gone after."""
+    from torch._inductor import utils
+
+    monkeypatch.setattr(builtin, "split_reason", lambda gm: "tensors off the GPU: y (cpu)")
+    cpu_clock = clock(launch_ms=0.5, graph_ms=0.1)  # the real one synchronizes CUDA
+    monkeypatch.setattr(
+        builtin, "PartitionChoices", functools.partial(PartitionChoices, timer=cpu_clock)
+    )
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) * 3
+
+    module, x = Scaled(), torch.randn(3, 5)
+    compiler = create_compiler("inductor-scg", cudagraph_calls=3)
+    compiled = compiler.compile(module, [x])
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x))
+    (decision,) = compiler.cudagraph_decisions()
+    assert (decision.name, decision.chosen) == ("graph 0", "launch")
+    assert "Inductor made no partition" in decision.reason
+    assert utils._unstable_customized_partition_wrapper.wrapper is None
+
+
 def test_cuda_only_settings_are_refused_on_the_cpu_before_anything_runs(tmp_path) -> None:
     with pytest.raises(DeviceUnavailable, match="'inductor-scg' needs a CUDA device"):
         check_device("inductor-scg", "cpu")
@@ -263,3 +392,31 @@ def test_inductor_scg_on_cuda_decides_from_real_measurements() -> None:
     (d,) = compiler.cudagraph_decisions()
     assert d.chosen in ("cudagraph", "launch") and d.graph_ms is not None
     assert d.launch_ms > 0 and d.selection_s > 0
+
+
+@pytest.mark.gpu
+def test_inductor_scg_chooses_for_the_partitions_of_a_graph_with_cpu_work() -> None:
+    """A graph whose middle runs on the CPU cannot be captured whole; Inductor splits it
+    there, each partition is chosen for, and the program computes what the module does on
+    inputs it was not selected on."""
+
+    class Mixed(torch.nn.Module):
+        def forward(self, x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor):
+            h = torch.relu(x @ w)
+            s = h.sum().cpu() * scale  # on the CPU, from the GPU's result
+            return torch.tanh(h * s.to(x.device))
+
+    torch.manual_seed(0)
+    module = Mixed()
+    w, scale = torch.randn(32, 32, device="cuda") / 32, torch.tensor(1e-3)
+    compiler = create_compiler("inductor-scg", cudagraph_calls=5)
+    with torch.no_grad():
+        compiled = compiler.compile(module, [torch.randn(8, 32, device="cuda"), w, scale])
+        for _ in range(3):
+            x = torch.randn(8, 32, device="cuda")
+            torch.testing.assert_close(compiled(x, w, scale), module(x, w, scale))
+    whole, *parts = compiler.cudagraph_decisions()
+    assert whole.chosen == "partitions" and "tensors off the GPU" in whole.reason
+    assert parts and all(d.name.startswith("graph 0 partition ") for d in parts)
+    assert all(d.graph_ms is not None for d in parts)  # every partition could be captured
+    assert whole.launch_ms > 0 and whole.graph_ms is not None

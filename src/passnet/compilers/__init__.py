@@ -15,16 +15,19 @@ from passnet.compilers._base import COMPILERS, Compiler, create_compiler, regist
 from passnet.compilers._builtin import compile_warm, stop_compile_workers
 from passnet.compilers._cudagraph import (
     GraphedCall,
+    PartitionChoices,
     capture_graph,
     is_module_state,
     mark_module_state,
     select_cudagraph,
+    split_reason,
 )
 
 __all__ = [
     "COMPILERS",
     "GraphedCall",
     "Compiler",
+    "PartitionChoices",
     "capture_graph",
     "is_module_state",
     "mark_module_state",
@@ -32,5 +35,6 @@ __all__ = [
     "create_compiler",
     "register_compiler",
     "select_cudagraph",
+    "split_reason",
     "stop_compile_workers",
 ]

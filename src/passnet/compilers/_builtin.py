@@ -9,7 +9,12 @@ from typing import Any
 import torch
 
 from passnet.compilers._base import Compiler, register_compiler
-from passnet.compilers._cudagraph import is_module_state, select_cudagraph
+from passnet.compilers._cudagraph import (
+    PartitionChoices,
+    is_module_state,
+    select_cudagraph,
+    split_reason,
+)
 from passnet.record import CudaGraphDecision
 
 __all__ = [
@@ -169,6 +174,9 @@ class InductorMaxAutotune(Inductor):
 class InductorSelectiveCudaGraphs(Inductor):
     """Inductor, and for every Dynamo graph a CUDA graph where replaying it measured faster
     than launching its kernels (selective CUDA graphs; :func:`select_cudagraph`); CUDA only.
+    A graph that cannot be captured whole (CPU tensors beside its CUDA ones, data-dependent
+    values: :func:`split_reason`) is split by Inductor into partitions, and the choice is
+    made for each (:class:`PartitionChoices`).
 
     Each graph is compiled once (no warm second compile: the selection measures the very
     program that is timed), launched and replayed on its own inputs, and the faster kept;
@@ -180,6 +188,7 @@ class InductorSelectiveCudaGraphs(Inductor):
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         self._decisions: list[CudaGraphDecision] = []
+        self._graphs = 0
         calls = int(self.config.get("cudagraph_calls", 20))
         options = {
             k: v
@@ -190,12 +199,25 @@ class InductorSelectiveCudaGraphs(Inductor):
         def backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
             from torch._inductor import compile as inductor_compile
 
-            launched = inductor_compile(gm, inputs, options=options or None)
-            chosen, decision = select_cudagraph(
-                launched, inputs, name=f"graph {len(self._decisions)}", calls=calls
-            )
-            self._decisions.append(decision)
-            return chosen
+            name = f"graph {self._graphs}"
+            self._graphs += 1
+            reason = split_reason(gm)
+            if not reason:
+                launched = inductor_compile(gm, inputs, options=options or None)
+                chosen, decision = select_cudagraph(launched, inputs, name=name, calls=calls)
+                self._decisions.append(decision)
+                return chosen
+            # Inductor partitions the graph at the work a CUDA graph cannot hold; each
+            # partition is chosen for on its own. Inductor's caches do not tell partitioned
+            # programs from others (the wrapper is not in their key): compiled afresh.
+            choices = PartitionChoices(name, calls=calls)
+            with choices.installed():
+                launched = inductor_compile(
+                    gm, inputs, options={**options, "force_disable_caches": True}
+                )
+            decision = choices.choose(launched, inputs, reason)
+            self._decisions += [decision, *choices.decisions]
+            return launched
 
         return compile_warm(
             module,

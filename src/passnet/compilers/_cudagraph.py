@@ -10,6 +10,11 @@ inputs copied in (one batched copy per dtype) — and keeps the faster, recordin
 (:class:`~passnet.record.CudaGraphDecision`). It is what ``inductor-scg`` does for every
 Dynamo graph, and what the pass compilers do with ``cudagraphs=auto``.
 
+A Dynamo graph that also computes on the CPU (or with values known only when it runs)
+cannot be captured whole. Inductor splits such a graph into partitions at that work
+(``graph_partition``); :class:`PartitionChoices` makes the same choice for each partition,
+and the work between them is launched as it is.
+
 A graphed call returns the graph's static output buffers, as CUDA graph trees do: the
 next call overwrites them (the harness compares a call's outputs before the next call).
 
@@ -21,9 +26,10 @@ call treats the marked inputs as it treats parameters, in place, never copied.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -33,10 +39,12 @@ from passnet.record import CudaGraphDecision
 
 __all__ = [
     "GraphedCall",
+    "PartitionChoices",
     "capture_graph",
     "is_module_state",
     "mark_module_state",
     "select_cudagraph",
+    "split_reason",
 ]
 
 MARGIN = 0.03
@@ -190,6 +198,23 @@ ROUNDS = 5
 (another process, a clock change) falls on both alike, and the median round decides."""
 
 
+def _alternating(
+    first: Callable[..., Any],
+    second: Callable[..., Any],
+    inputs: Sequence[Any],
+    calls: int,
+    timer: Callable[[Callable[..., Any], Sequence[Any], int], float],
+) -> tuple[float, float]:
+    """The median round of each of two callables, timed in turn over :data:`ROUNDS` rounds
+    (``calls`` calls each in all)."""
+    per_round = max(3, calls // ROUNDS)
+    a, b = [], []
+    for _ in range(ROUNDS):
+        a.append(timer(first, inputs, per_round))
+        b.append(timer(second, inputs, per_round))
+    return statistics.median(a), statistics.median(b)
+
+
 def select_cudagraph(
     fn: Callable[..., Any],
     example_inputs: Sequence[Any],
@@ -204,7 +229,6 @@ def select_cudagraph(
     turn, ``calls`` calls per variant in all; each variant's median over the rounds'
     medians), and why."""
     started = time.perf_counter()
-    per_round = max(3, calls // ROUNDS)
     try:
         replayed = graphed(fn, example_inputs)
         replayed(*example_inputs)  # a warm-up replay: the first one pays for its setup
@@ -220,11 +244,7 @@ def select_cudagraph(
             selection_s=time.perf_counter() - started,
         )
         return fn, decision
-    launches, replays = [], []
-    for _ in range(ROUNDS):
-        launches.append(timer(fn, example_inputs, per_round))
-        replays.append(timer(replayed, example_inputs, per_round))
-    launch_ms, graph_ms = statistics.median(launches), statistics.median(replays)
+    launch_ms, graph_ms = _alternating(fn, replayed, example_inputs, calls, timer)
     pays = graph_ms < launch_ms * (1 - MARGIN)
     decision = CudaGraphDecision(
         name=name,
@@ -241,3 +261,164 @@ def select_cudagraph(
     if pays and hasattr(replayed, "decision"):
         replayed.decision = decision
     return (replayed if pays else fn), decision
+
+
+def _values(meta: Any) -> list[Any]:
+    if isinstance(meta, (list, tuple)):
+        return [v for m in meta for v in _values(m)]
+    return [meta]
+
+
+def split_reason(gm: torch.fx.GraphModule) -> str:
+    """Why one CUDA graph cannot hold the whole of ``gm`` ("" where it can): tensors on the
+    CPU beside its CUDA tensors (a captured CPU op would not run again on replay), or
+    values known only when it runs (a data-dependent size). Read from the example values
+    Dynamo recorded on the nodes."""
+    off_gpu, data_dependent, on_gpu = [], [], False
+    for node in gm.graph.nodes:
+        for value in _values(node.meta.get("example_value", node.meta.get("val"))):
+            if isinstance(value, torch.Tensor):
+                if value.device.type == "cuda":
+                    on_gpu = True
+                else:
+                    off_gpu.append(f"{node.name} ({value.device.type})")
+            elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+                if free_unbacked_symbols(value):
+                    data_dependent.append(node.name)
+    reasons = []
+    if on_gpu and off_gpu:
+        reasons.append(f"tensors off the GPU: {', '.join(off_gpu[:3])}")
+    if data_dependent:
+        reasons.append(f"values known only when it runs: {', '.join(data_dependent[:3])}")
+    return "; ".join(reasons)
+
+
+class _Partition:
+    """One partition function of an Inductor graph (called with its inputs as a list, which
+    it empties), launched, or replayed once :class:`PartitionChoices` chose that."""
+
+    def __init__(self, owner: PartitionChoices, fn: Callable[[list[Any]], Any], index: int):
+        self.owner, self.fn, self.index = owner, fn, index
+        self.replayed: Callable[..., Any] | None = None
+        self.decision: CudaGraphDecision | None = None
+
+    def _launch(self, *inputs: Any) -> Any:
+        return self.fn(list(inputs))
+
+    def __call__(self, args: list[Any]) -> Any:
+        if self.owner.launch_all:
+            return self.fn(args)
+        if self.decision is None and self.owner.selecting:
+            inputs = list(args)
+            args.clear()
+            chosen, self.decision = self.owner.select(
+                self._launch, inputs, name=f"{self.owner.name} partition {self.index}"
+            )
+            self.owner.decisions.append(self.decision)
+            if self.decision.chosen == "cudagraph":
+                self.replayed = chosen
+            return chosen(*inputs)
+        if self.replayed is None:
+            return self.fn(args)
+        inputs = list(args)
+        args.clear()
+        return self.replayed(*inputs)
+
+
+class PartitionChoices:
+    """The launch-or-replay choice for each partition of one Dynamo graph that Inductor
+    split (``graph_partition``) at work a CUDA graph cannot hold: installed as Inductor's
+    partition wrapper while the graph compiles (:meth:`installed`), it wraps each partition
+    function; :meth:`choose` then runs the graph once, each partition choosing on its own
+    inputs (:func:`select_cudagraph`) as the call reaches it, and measures the graph with
+    the choices against the graph with every partition launched. The work between the
+    partitions is launched either way."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        calls: int = 20,
+        graphed: Callable[[Callable[..., Any], Sequence[Any]], Any] = GraphedCall,
+        timer: Callable[[Callable[..., Any], Sequence[Any], int], float] = _median_ms,
+    ) -> None:
+        self.name, self.calls, self.graphed, self.timer = name, calls, graphed, timer
+        self.partitions: list[_Partition] = []
+        self.decisions: list[CudaGraphDecision] = []
+        self.selecting = False
+        self.launch_all = False
+
+    def select(
+        self, fn: Callable[..., Any], inputs: Sequence[Any], *, name: str
+    ) -> tuple[Callable[..., Any], CudaGraphDecision]:
+        return select_cudagraph(
+            fn, inputs, name=name, calls=self.calls, graphed=self.graphed, timer=self.timer
+        )
+
+    def wrap(self, fn: Callable[[list[Any]], Any], metadata: Any = None) -> _Partition:
+        """Inductor's partition wrapper: ``fn`` is one partition function."""
+        partition = _Partition(self, fn, len(self.partitions))
+        self.partitions.append(partition)
+        return partition
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """Inductor partitions what compiles inside (at work a CUDA graph cannot hold) and
+        wraps each partition with :meth:`wrap`."""
+        from torch._inductor import utils
+
+        holder = utils._unstable_customized_partition_wrapper
+        before = holder.wrapper
+        utils.set_customized_partition_wrappers(self.wrap)
+        try:
+            yield
+        finally:
+            holder.wrapper = before
+
+    def choose(
+        self, compiled: Callable[..., Any], example_inputs: Sequence[Any], reason: str
+    ) -> CudaGraphDecision:
+        """Choose for every partition on one call of ``compiled`` on ``example_inputs``,
+        and the decision for the whole graph: ``chosen`` is ``partitions`` (each decided on
+        its own, :attr:`decisions`) or ``launch`` where Inductor made no partition;
+        ``launch_ms`` with every partition launched, ``graph_ms`` with the choices."""
+        started = time.perf_counter()
+        self.selecting = True
+        try:
+            compiled(*example_inputs)
+        finally:
+            self.selecting = False
+        replayed = sum(d.chosen == "cudagraph" for d in self.decisions)
+        if not self.partitions:
+            return CudaGraphDecision(
+                name=self.name,
+                chosen="launch",
+                launch_ms=self.timer(compiled, example_inputs, self.calls),
+                reason=f"cannot be captured ({reason}) and Inductor made no partition",
+                selection_s=time.perf_counter() - started,
+            )
+
+        def every_partition_launched(*inputs: Any) -> Any:
+            self.launch_all = True
+            try:
+                return compiled(*inputs)
+            finally:
+                self.launch_all = False
+
+        launch_ms, graph_ms = _alternating(
+            every_partition_launched, compiled, example_inputs, self.calls, self.timer
+        )
+        return CudaGraphDecision(
+            name=self.name,
+            chosen="partitions",
+            launch_ms=launch_ms,
+            graph_ms=graph_ms,
+            copy_bytes=sum(d.copy_bytes for d in self.decisions if d.chosen == "cudagraph"),
+            reason=(
+                f"cannot be captured whole ({reason}): {len(self.partitions)} partitions, "
+                f"{replayed} replayed"
+            ),
+            selection_s=time.perf_counter() - started,
+        )

@@ -206,7 +206,10 @@ class CudaGraphDecision:
 
     name: str
     chosen: str
-    """``cudagraph`` or ``launch``."""
+    """``cudagraph``, ``launch``, or ``partitions`` (a graph that cannot be captured whole:
+    each of its Inductor partitions has a decision of its own, named ``… partition K``;
+    ``launch_ms`` is the graph with every partition launched, ``graph_ms`` with the
+    choices)."""
     launch_ms: float
     """Median host time of one synchronized call, launched."""
     graph_ms: float | None = None
