@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import torch
 
 from passnet.evaluate import Ceilings, EvalSettings, ceilings, evaluate_sample, graph_work, roofline
@@ -57,3 +60,33 @@ def test_a_timed_record_carries_its_roofline(fast: EvalSettings) -> None:
     assert 0 < roof.eager_fraction < 1 and 0 < roof.compiled_fraction < 1
     untimed = evaluate_sample(MLP, "eager", settings=EvalSettings(time_graphs=False))
     assert untimed.roofline is None
+
+
+def test_a_float32_graph_is_held_to_the_tf32_rate_where_tf32_may_run_its_work() -> None:
+    """Convolutions run float32 on TF32 tensor cores by default: a floor at the plain
+    float32 rate would sit above what such a graph runs at (fractions above 1)."""
+    limits = Ceilings("t", 100.0, {"float32": 10.0, "tfloat32": 40.0}, 5.0)
+    tf32 = roofline(1e12, 0, torch.float32, limits, eager_ms=30.0, compiled_ms=None, tf32=True)
+    assert (tf32.math, tf32.matmul_tflops, tf32.floor_ms) == ("tfloat32", 40.0, 25.0)
+    plain = roofline(1e12, 0, torch.float32, limits, eager_ms=30.0, compiled_ms=None, tf32=False)
+    assert (plain.math, plain.floor_ms) == ("float32", 100.0)
+    half = roofline(1e12, 0, torch.float16, limits, eager_ms=30.0, compiled_ms=None, tf32=True)
+    assert half.math == "float32"  # unmeasured: the slowest rate, not TF32's
+    cpu = roofline(1e12, 0, torch.float32, LIMITS, eager_ms=None, compiled_ms=None, tf32=True)
+    assert cpu.math == "float32"  # no TF32 rate measured (a CPU): the float32 rate
+
+
+def test_cuda_ceilings_cached_without_the_tf32_rate_are_measured_again(
+    tmp_path, monkeypatch
+) -> None:
+    import passnet.evaluate._roofline as module
+
+    old = Ceilings("gpu", 100.0, {"float32": 10.0}, 5.0)
+    new = Ceilings("gpu", 100.0, {"float32": 10.0, "tfloat32": 40.0}, 5.0)
+    path = tmp_path / "ceilings-gpu.json"
+    path.write_text(json.dumps(dataclasses.asdict(old)))
+    monkeypatch.setattr(module, "_cache_file", lambda device: path)
+    monkeypatch.setattr(module, "measure_ceilings", lambda device: new)
+    assert ceilings("cuda") == new
+    assert Ceilings(**json.loads(path.read_text())) == new
+    assert ceilings("cpu") == new  # a CPU's cache has no TF32 rate to miss

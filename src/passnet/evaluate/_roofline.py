@@ -9,7 +9,9 @@ at the device's measured ceilings (a roofline, Williams et al. 2009):
   its outputs written once;
 * **ceilings**, measured once per machine and cached (:func:`ceilings`): the rate of a
   large device-to-device copy (bytes read and written), the rate of a large matrix
-  product per floating dtype, and the time of one small operation call (the launch
+  product per floating dtype (on CUDA also float32 on TF32 tensor cores, the rate of a
+  float32 graph where PyTorch lets it use them, as it does for convolutions by default),
+  and the time of one small operation call (the launch
   overhead every kernel pays, on CUDA a launch, on the CPU a dispatch).
 
 A graph is *launch-bound* when its floor is below two such calls' time (no run can get
@@ -36,7 +38,14 @@ import torch
 
 from passnet.record import Roofline
 
-__all__ = ["Ceilings", "ceilings", "graph_work", "measure_ceilings", "roofline"]
+__all__ = [
+    "Ceilings",
+    "ceilings",
+    "graph_work",
+    "measure_ceilings",
+    "roofline",
+    "tf32_allowed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +65,8 @@ class Ceilings:
     copy_gbps: float
     """Bytes read plus bytes written per second of a large copy, in GB/s."""
     matmul_tflops: dict[str, float]
-    """Matrix-product TFLOP/s per dtype name (``float32``, ``float16``, ``bfloat16``)."""
+    """Matrix-product TFLOP/s per dtype name (``float32``, ``float16``, ``bfloat16``; on
+    CUDA also ``tfloat32``, float32 on TF32 tensor cores)."""
     launch_us: float
     """Microseconds of one small operation call, synchronized (the per-kernel floor)."""
     torch_version: str = ""
@@ -85,6 +95,30 @@ def _copy_seconds(nbytes: int, device: str) -> float:
     return _best_seconds(lambda: dst.copy_(src), device, 5)
 
 
+TF32 = "tfloat32"
+"""The rate of float32 matrix products on TF32 tensor cores (CUDA): what float32 work may
+run at where PyTorch allows TF32 (convolutions do by default:
+``torch.backends.cudnn.allow_tf32``)."""
+
+
+def _tf32_tflops(device: str) -> float:
+    n = 8192
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        seconds = _best_seconds(lambda: torch.mm(a, b), device, 3)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    return 2 * n**3 / seconds / 1e12
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 work of this process may run on TF32 tensor cores (matrix products
+    or convolutions)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+
 def measure_ceilings(device: str) -> Ceilings:
     """Measure ``device``'s ceilings now (about a second on a GPU, a few on a CPU)."""
     cuda = device.startswith("cuda")
@@ -103,6 +137,8 @@ def measure_ceilings(device: str) -> Ceilings:
             log.info("no %s matrix product on %s: %s", name, device, exc)
             continue
         rates[name] = 2 * n**3 / seconds / 1e12
+    if cuda and "float32" in rates:
+        rates[TF32] = _tf32_tflops(device)
     small = torch.zeros(16, device=device)
     launch_s = _best_seconds(lambda: small.add_(1), device, 200)
     name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or "cpu")
@@ -129,7 +165,9 @@ def ceilings(device: str) -> Ceilings:
     """``device``'s ceilings from this machine's cache, measured and cached on first use."""
     path = _cache_file(device)
     try:
-        return Ceilings(**json.loads(path.read_text()))
+        cached = Ceilings(**json.loads(path.read_text()))
+        if not device.startswith("cuda") or TF32 in cached.matmul_tflops:
+            return cached  # (ceilings cached before the TF32 rate was measured: again)
     except (OSError, ValueError, TypeError):
         pass
     found = measure_ceilings(device)
@@ -165,12 +203,22 @@ def roofline(
     *,
     eager_ms: float | None,
     compiled_ms: float | None,
+    tf32: bool | None = None,
 ) -> Roofline:
     """The floor of a graph with this work on a device with ``limits``, its bound, and the
-    fraction of the floor each side's median reached."""
-    rate = limits.matmul_tflops.get(str(dtype).removeprefix("torch."))
+    fraction of the floor each side's median reached. A float32 graph's rate is the TF32
+    rate where the device has one and ``tf32`` (default: :func:`tf32_allowed`) says float32
+    work may use it: a floor must not be above what the work can run at."""
+    math = str(dtype).removeprefix("torch.")
+    if (
+        math == "float32"
+        and TF32 in limits.matmul_tflops
+        and (tf32_allowed() if tf32 is None else tf32)
+    ):
+        math = TF32
+    rate = limits.matmul_tflops.get(math)
     if rate is None and limits.matmul_tflops:
-        rate = min(limits.matmul_tflops.values())  # an unmeasured dtype: the slowest rate
+        math, rate = min(limits.matmul_tflops.items(), key=lambda kv: kv[1])  # unmeasured
     compute_ms = flops / (rate * 1e12) * 1e3 if rate else 0.0
     memory_ms = min_bytes / (limits.copy_gbps * 1e9) * 1e3
     floor_ms = max(compute_ms, memory_ms)
@@ -195,5 +243,6 @@ def roofline(
         device=limits.device,
         copy_gbps=limits.copy_gbps,
         matmul_tflops=rate or 0.0,
+        math=math if rate else "",
         launch_us=limits.launch_us,
     )

@@ -195,6 +195,9 @@ class Roofline:
     copy_gbps: float = 0.0
     matmul_tflops: float = 0.0
     """The matrix-product rate used (of the graph's floating dtype)."""
+    math: str = ""
+    """Whose rate that is: the graph's dtype, or ``tfloat32`` for a float32 graph where
+    TF32 tensor cores may run its work."""
     launch_us: float = 0.0
 
 
