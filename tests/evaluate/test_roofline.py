@@ -15,7 +15,8 @@ LIMITS = Ceilings(device="test", copy_gbps=100.0, matmul_tflops={"float32": 10.0
 
 def test_work_is_the_matmul_flops_and_the_bytes_read_and_written_once() -> None:
     a, b = torch.randn(64, 32), torch.randn(32, 16)
-    flops, moved = graph_work(torch.mm, [a, b])
+    flops, moved, conv = graph_work(torch.mm, [a, b])
+    assert conv == 0
     assert flops == 2 * 64 * 32 * 16
     assert moved == (64 * 32 + 32 * 16 + 64 * 16) * 4
 
@@ -62,18 +63,34 @@ def test_a_timed_record_carries_its_roofline(fast: EvalSettings) -> None:
     assert untimed.roofline is None
 
 
-def test_a_float32_graph_is_held_to_the_tf32_rate_where_tf32_may_run_its_work() -> None:
-    """Convolutions run float32 on TF32 tensor cores by default: a floor at the plain
-    float32 rate would sit above what such a graph runs at (fractions above 1)."""
+def test_float32_work_that_may_run_on_tf32_is_held_to_the_tf32_rate() -> None:
+    """cuDNN runs float32 convolutions on TF32 tensor cores by default: a floor at the
+    plain float32 rate would sit above what such a graph runs at (fractions above 1)."""
     limits = Ceilings("t", 100.0, {"float32": 10.0, "tfloat32": 40.0}, 5.0)
-    tf32 = roofline(1e12, 0, torch.float32, limits, eager_ms=30.0, compiled_ms=None, tf32=True)
-    assert (tf32.math, tf32.matmul_tflops, tf32.floor_ms) == ("tfloat32", 40.0, 25.0)
-    plain = roofline(1e12, 0, torch.float32, limits, eager_ms=30.0, compiled_ms=None, tf32=False)
-    assert (plain.math, plain.floor_ms) == ("float32", 100.0)
-    half = roofline(1e12, 0, torch.float16, limits, eager_ms=30.0, compiled_ms=None, tf32=True)
-    assert half.math == "float32"  # unmeasured: the slowest rate, not TF32's
-    cpu = roofline(1e12, 0, torch.float32, LIMITS, eager_ms=None, compiled_ms=None, tf32=True)
-    assert cpu.math == "float32"  # no TF32 rate measured (a CPU): the float32 rate
+
+    def floor(conv: float, tf32: tuple[bool, bool], dtype=torch.float32):
+        return roofline(1e12, 0, dtype, limits, eager_ms=30.0, compiled_ms=None,
+                        conv_flops=conv, tf32=tf32)  # fmt: skip
+
+    every = floor(1e12, (True, False))  # all convolutions, cuDNN's TF32 on
+    assert (every.math, every.matmul_tflops, every.floor_ms) == ("tfloat32", 40.0, 25.0)
+    half = floor(5e11, (True, False))  # half convolutions, products without TF32
+    assert half.math == "float32+tfloat32" and half.floor_ms == 50.0 + 12.5
+    assert half.matmul_tflops == 1e12 / 62.5e-3 / 1e12
+    assert floor(5e11, (False, False)).floor_ms == 100.0  # TF32 off everywhere
+    assert floor(0.0, (True, True)).math == "tfloat32"  # products with TF32 on
+    assert floor(1e12, (True, True), torch.float16).math == "float32"  # unmeasured dtype
+    cpu = roofline(1e12, 0, torch.float32, LIMITS, eager_ms=None, compiled_ms=None,
+                   conv_flops=1e12, tf32=(True, True))  # fmt: skip
+    assert cpu.math == "float32"  # no TF32 rate measured (a CPU)
+
+
+def test_work_counts_convolution_flops_apart() -> None:
+    conv = torch.nn.Conv2d(3, 8, 3)
+    x = torch.randn(1, 3, 10, 10)
+    work = graph_work(lambda x: conv(x).flatten(1) @ torch.ones(512, 4), [x])
+    assert work.conv_flops == 2 * 8 * 8 * 8 * 3 * 3 * 3
+    assert work.flops == work.conv_flops + 2 * 512 * 4
 
 
 def test_cuda_ceilings_cached_without_the_tf32_rate_are_measured_again(

@@ -27,7 +27,15 @@ from passnet.evaluate._memory import (
     mentions_host_oom,
 )
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
-from passnet.evaluate._roofline import Ceilings, ceilings, graph_work, measure_ceilings, roofline
+from passnet.evaluate._roofline import (
+    Ceilings,
+    Work,
+    ceilings,
+    graph_work,
+    measure_ceilings,
+    roofline,
+    tf32_switches,
+)
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 from passnet.evaluate._turns import SCOPES, Turns
@@ -53,6 +61,8 @@ __all__ = [
     "even_chunks",
     "gc_paused",
     "graph_work",
+    "tf32_switches",
+    "Work",
     "limit_data_segment",
     "measure_ceilings",
     "measure_interleaved",

@@ -474,7 +474,7 @@ def _roofline(
     """The graph's roofline (:mod:`._roofline`) against each side's median, device time on
     CUDA; None (and a note in the log) where it cannot be measured: an optional figure."""
     try:
-        flops, moved = graph_work(module, _clone(inputs))
+        work = graph_work(module, _clone(inputs))
         floats = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
         dtype = (
             max(floats, key=lambda t: t.numel() * t.element_size()).dtype
@@ -486,12 +486,13 @@ def _roofline(
             return (side.device or side.e2e).median_ms
 
         found = roofline(
-            flops,
-            moved,
+            work.flops,
+            work.min_bytes,
             dtype,
             ceilings(device),
             eager_ms=median(timings["eager"]),
             compiled_ms=median(timings["compiled"]),
+            conv_flops=work.conv_flops,
         )
     except Exception as exc:  # noqa: BLE001 - an optional figure: the result stands without it
         log.warning("no roofline: %s: %s", type(exc).__name__, exc)

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -44,7 +44,8 @@ __all__ = [
     "graph_work",
     "measure_ceilings",
     "roofline",
-    "tf32_allowed",
+    "tf32_switches",
+    "Work",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,11 @@ def _tf32_tflops(device: str) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-def tf32_allowed() -> bool:
-    """Whether float32 work of this process may run on TF32 tensor cores (matrix products
-    or convolutions)."""
-    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+def tf32_switches() -> tuple[bool, bool]:
+    """Whether this process lets float32 (convolutions, matrix products) run on TF32
+    tensor cores (``torch.backends.cudnn.allow_tf32``, on by default;
+    ``torch.backends.cuda.matmul.allow_tf32``, off by default)."""
+    return bool(torch.backends.cudnn.allow_tf32), bool(torch.backends.cuda.matmul.allow_tf32)
 
 
 def measure_ceilings(device: str) -> Ceilings:
@@ -181,9 +183,20 @@ def ceilings(device: str) -> Ceilings:
     return found
 
 
-def graph_work(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[float, int]:
-    """FLOPs of one call ``fn(*inputs)`` and the fewest bytes it moves (inputs read once,
-    outputs written once)."""
+class Work(NamedTuple):
+    """One call's work: its FLOPs, the part of them in convolutions, and the fewest bytes
+    it moves (inputs read once, outputs written once)."""
+
+    flops: float
+    min_bytes: int
+    conv_flops: float = 0.0
+
+
+_CONVOLUTIONS = ("convolution", "_convolution", "cudnn_convolution", "conv2d", "conv1d", "conv3d")
+
+
+def graph_work(fn: Callable[..., Any], inputs: Sequence[Any]) -> Work:
+    """The work of one call ``fn(*inputs)`` (torch's ``FlopCounterMode``)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from passnet.sample import flatten_outputs
@@ -192,7 +205,14 @@ def graph_work(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[float, in
         out = fn(*inputs)
     tensors = [t for t in (*inputs, *flatten_outputs(out)) if isinstance(t, torch.Tensor)]
     moved = sum(t.numel() * t.element_size() for t in tensors)
-    return float(counter.get_total_flops()), int(moved)
+    by_op = counter.get_flop_counts().get("Global", {})
+    conv = sum(n for op, n in by_op.items() if _op_name(op) in _CONVOLUTIONS)
+    return Work(float(counter.get_total_flops()), int(moved), float(conv))
+
+
+def _op_name(op: Any) -> str:
+    """``aten.convolution`` (an overload packet) as ``convolution``."""
+    return str(getattr(op, "__name__", op)).split(".")[0]
 
 
 def roofline(
@@ -203,23 +223,30 @@ def roofline(
     *,
     eager_ms: float | None,
     compiled_ms: float | None,
-    tf32: bool | None = None,
+    conv_flops: float = 0.0,
+    tf32: tuple[bool, bool] | None = None,
 ) -> Roofline:
     """The floor of a graph with this work on a device with ``limits``, its bound, and the
-    fraction of the floor each side's median reached. A float32 graph's rate is the TF32
-    rate where the device has one and ``tf32`` (default: :func:`tf32_allowed`) says float32
-    work may use it: a floor must not be above what the work can run at."""
+    fraction of the floor each side's median reached. A float32 graph's work that PyTorch
+    lets run on TF32 tensor cores is held to the TF32 rate where the device has one: its
+    convolutions (``conv_flops``) where cuDNN may use TF32, the rest where matrix products
+    may (``tf32`` = (convolutions, matrix products); default: PyTorch's switches now). A
+    floor must not be above what the work can run at."""
     math = str(dtype).removeprefix("torch.")
-    if (
-        math == "float32"
-        and TF32 in limits.matmul_tflops
-        and (tf32_allowed() if tf32 is None else tf32)
-    ):
-        math = TF32
     rate = limits.matmul_tflops.get(math)
     if rate is None and limits.matmul_tflops:
         math, rate = min(limits.matmul_tflops.items(), key=lambda kv: kv[1])  # unmeasured
-    compute_ms = flops / (rate * 1e12) * 1e3 if rate else 0.0
+    fast = 0.0  # the FLOPs that may run at the TF32 rate
+    if dtype == torch.float32 and math == "float32" and TF32 in limits.matmul_tflops:
+        convs, products = tf32_switches() if tf32 is None else tf32
+        fast = (conv_flops if convs else 0.0) + (flops - conv_flops if products else 0.0)
+    if fast and rate:
+        rate_fast = limits.matmul_tflops[TF32]
+        compute_ms = ((flops - fast) / rate + fast / rate_fast) / 1e9
+        math = TF32 if fast >= flops else f"float32+{TF32}"
+        rate = flops / (compute_ms * 1e9)  # the rate the floor amounts to
+    else:
+        compute_ms = flops / (rate * 1e12) * 1e3 if rate else 0.0
     memory_ms = min_bytes / (limits.copy_gbps * 1e9) * 1e3
     floor_ms = max(compute_ms, memory_ms)
     launch_ms = limits.launch_us / 1e3

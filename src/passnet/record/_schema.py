@@ -196,8 +196,8 @@ class Roofline:
     matmul_tflops: float = 0.0
     """The matrix-product rate used (of the graph's floating dtype)."""
     math: str = ""
-    """Whose rate that is: the graph's dtype, or ``tfloat32`` for a float32 graph where
-    TF32 tensor cores may run its work."""
+    """Whose rate that is: the graph's dtype, ``tfloat32`` for a float32 graph whose work
+    may all run on TF32 tensor cores, ``float32+tfloat32`` where part of it may."""
     launch_us: float = 0.0
 
 
