@@ -250,6 +250,28 @@ def test_a_graph_inductor_made_no_partition_of_is_launched_and_says_why() -> Non
     assert choices.decisions == []
 
 
+def test_without_partition_wrappers_in_torch_such_a_graph_is_launched(monkeypatch) -> None:
+    from torch._inductor import utils
+
+    monkeypatch.delattr(utils, "set_customized_partition_wrappers")
+    monkeypatch.setattr(builtin, "split_reason", lambda gm: "tensors off the GPU: y (cpu)")
+    monkeypatch.setattr(builtin, "PartitionChoices", _cpu_partition_choices())
+    module, x = torch.nn.Tanh(), torch.randn(4)
+    compiler = create_compiler("inductor-scg", cudagraph_calls=3)
+    compiled = compiler.compile(module, [x])
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x))
+    (decision,) = compiler.cudagraph_decisions()
+    assert decision.chosen == "launch" and "Inductor made no partition" in decision.reason
+
+
+def _cpu_partition_choices() -> Any:
+    """PartitionChoices on a CPU clock (the real one synchronizes CUDA)."""
+    choices = functools.partial(PartitionChoices, timer=clock(launch_ms=0.5, graph_ms=0.1))
+    choices.available = PartitionChoices.available  # type: ignore[attr-defined]
+    return choices
+
+
 def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partitions(
     monkeypatch,
 ) -> None:
@@ -258,10 +280,7 @@ def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partiti
     from torch._inductor import utils
 
     monkeypatch.setattr(builtin, "split_reason", lambda gm: "tensors off the GPU: y (cpu)")
-    cpu_clock = clock(launch_ms=0.5, graph_ms=0.1)  # the real one synchronizes CUDA
-    monkeypatch.setattr(
-        builtin, "PartitionChoices", functools.partial(PartitionChoices, timer=cpu_clock)
-    )
+    monkeypatch.setattr(builtin, "PartitionChoices", _cpu_partition_choices())
 
     class Scaled(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -202,6 +202,12 @@ class InductorSelectiveCudaGraphs(Inductor):
             name = f"graph {self._graphs}"
             self._graphs += 1
             reason = split_reason(gm)
+            if reason and not PartitionChoices.available():
+                launched = inductor_compile(gm, inputs, options=options or None)
+                self._decisions.append(
+                    PartitionChoices(name, calls=calls).unpartitioned(launched, inputs, reason)
+                )
+                return launched
             if not reason:
                 launched = inductor_compile(gm, inputs, options=options or None)
                 chosen, decision = select_cudagraph(launched, inputs, name=name, calls=calls)

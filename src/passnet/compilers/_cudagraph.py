@@ -363,6 +363,25 @@ class PartitionChoices:
         self.partitions.append(partition)
         return partition
 
+    @staticmethod
+    def available() -> bool:
+        """Whether this torch lets a wrapper be installed on Inductor's partitions."""
+        from torch._inductor import utils
+
+        return hasattr(utils, "set_customized_partition_wrappers")
+
+    def unpartitioned(
+        self, compiled: Callable[..., Any], example_inputs: Sequence[Any], reason: str
+    ) -> CudaGraphDecision:
+        """The decision for a graph that cannot be captured whole and is not partitioned:
+        launched, its time measured."""
+        return CudaGraphDecision(
+            name=self.name,
+            chosen="launch",
+            launch_ms=self.timer(compiled, example_inputs, self.calls),
+            reason=f"cannot be captured ({reason}) and Inductor made no partition",
+        )
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Inductor partitions what compiles inside (at work a CUDA graph cannot hold) and
@@ -392,13 +411,9 @@ class PartitionChoices:
             self.selecting = False
         replayed = sum(d.chosen == "cudagraph" for d in self.decisions)
         if not self.partitions:
-            return CudaGraphDecision(
-                name=self.name,
-                chosen="launch",
-                launch_ms=self.timer(compiled, example_inputs, self.calls),
-                reason=f"cannot be captured ({reason}) and Inductor made no partition",
-                selection_s=time.perf_counter() - started,
-            )
+            decision = self.unpartitioned(compiled, example_inputs, reason)
+            decision.selection_s = time.perf_counter() - started
+            return decision
 
         def every_partition_launched(*inputs: Any) -> Any:
             self.launch_all = True
