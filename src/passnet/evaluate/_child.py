@@ -193,6 +193,7 @@ def run_child(request: ChildRequest, send: Send) -> None:
 
 
 def _device_index(device: str) -> int:
+    """The CUDA device's index (0 for ``cuda`` and for every other device)."""
     return torch.device(device).index or 0 if device.startswith("cuda") else 0
 
 
@@ -559,8 +560,7 @@ def timing_cores(device: str) -> list[int]:
     allowed = os.sched_getaffinity(0)
     if len(allowed) < 2:
         return []
-    index = torch.device(device).index or 0
-    return core_share(allowed, index, max(1, torch.cuda.device_count()))
+    return core_share(allowed, _device_index(device), max(1, torch.cuda.device_count()))
 
 
 def pin_to_one_core(device: str, share: list[int] | None = None) -> None:

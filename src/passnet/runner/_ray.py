@@ -38,7 +38,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from passnet.errors import (
     DeviceUnavailable,
@@ -430,6 +430,16 @@ def _sample_files(path: Path) -> dict[str, bytes]:
     return files
 
 
+class _Place(NamedTuple):
+    """Where a worker runs: its node's address and its process."""
+
+    node: str
+    pid: int
+
+    def __str__(self) -> str:
+        return f"{self.node} pid {self.pid}"
+
+
 class _Pool:
     """The executor's workers, kept from run to run while the jobs' shape is the same."""
 
@@ -447,12 +457,11 @@ class _Pool:
         self._evaluate = evaluate
         self.idle: list[Any] = []
         self.starting: dict[Any, Any] = {}  # describe() ref -> actor
-        self.where: dict[Any, str] = {}  # actor -> "node pid"
-        self.node: dict[Any, str] = {}  # actor -> node address
+        self.place: dict[Any, _Place] = {}  # actor -> where it runs
 
     @property
     def size(self) -> int:
-        return len(self.where) + len(self.starting)
+        return len(self.place) + len(self.starting)
 
     def grow(self, size: int) -> None:
         while self.size < size:
@@ -467,14 +476,13 @@ class _Pool:
         except Exception:
             self.kill(actor)
             raise
-        self.where[actor] = f"{facts['node']} pid {facts['pid']}"
-        self.node[actor] = facts["node"]
+        self.place[actor] = _Place(facts["node"], facts["pid"])
         self.idle.append(actor)
         if not facts["pinned"]:  # the worker's own log stays on its node: said here
             log.warning(
                 "the Ray worker on %s has not got %d cores no other worker holds: it runs "
                 "unpinned (Ray counts more CPUs on that node than it has free cores)",
-                self.where[actor],
+                self.place[actor],
                 self.shape[1],
             )
         log.info(
@@ -482,8 +490,7 @@ class _Pool:
         )
 
     def kill(self, actor: Any) -> None:
-        self.where.pop(actor, None)
-        self.node.pop(actor, None)
+        self.place.pop(actor, None)
         if actor in self.idle:
             self.idle.remove(actor)
         try:
@@ -492,7 +499,7 @@ class _Pool:
             pass
 
     def close(self) -> None:
-        for actor in [*self.where, *self.starting.values()]:
+        for actor in [*self.place, *self.starting.values()]:
             self.kill(actor)
         self.starting.clear()
         try:
@@ -564,7 +571,7 @@ class _Run:
         if not self.death_nodes:
             return
         here = self.ray.util.get_node_ip_address()
-        sweepers = {self.pool.node[a]: a for a in self.pool.idle if a in self.pool.node}
+        sweepers = {self.pool.place[a].node: a for a in self.pool.idle if a in self.pool.place}
         refs = [sweepers[n].sweep.remote() for n in self.death_nodes if n in sweepers]
         if here in self.death_nodes and here not in sweepers:
             _sweep_sample_copies()
@@ -602,9 +609,10 @@ class _Run:
         try:
             data = self.ray.get(ref)
         except self.died as exc:
-            where = self.pool.where.get(actor, "a worker")
-            if actor in self.pool.node:
-                self.death_nodes.add(self.pool.node[actor])
+            place = self.pool.place.get(actor)
+            where = str(place) if place is not None else "a worker"
+            if place is not None:
+                self.death_nodes.add(place.node)
             self.pool.kill(actor)
             self.deaths[index] += 1
             if self.deaths[index] <= self.max_retries:
@@ -625,7 +633,7 @@ class _Run:
                 self.pool.grow(min(size, len(self.pending) + len(self.running)))
             return _lost_record(job, self.deaths[index], self.stage[index], where, exc)
         finally:
-            if actor in self.pool.where:  # alive: it answered, a record or an exception
+            if actor in self.pool.place:  # alive: it answered, a record or an exception
                 self.pool.idle.append(actor)
         record = record_from_dict(data)
         record.device = job.device  # the resume key names the device the user asked for
