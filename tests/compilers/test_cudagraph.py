@@ -18,7 +18,9 @@ import passnet.compilers._builtin as builtin
 from passnet.compilers import (
     GraphedCall,
     PartitionChoices,
+    PerShape,
     create_compiler,
+    has_symbolic_sizes,
     mark_module_state,
     select_cudagraph,
     split_reason,
@@ -297,6 +299,75 @@ def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partiti
     assert utils._unstable_customized_partition_wrapper.wrapper is None
 
 
+def test_a_graph_with_symbolic_sizes_is_chosen_for_per_shape(monkeypatch) -> None:
+    """One program serves every batch size: each new signature is measured on its first
+    call (replay pays at 3 and 7 rows, not at 5), its capture kept, and beyond
+    MAX_SHAPES signatures the calls are launched."""
+    import passnet.compilers._cudagraph as cg
+
+    def timer(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> float:
+        fn(*inputs)
+        rows = inputs[0].shape[0]
+        return (0.2 if rows != 5 else 1.5) if isinstance(fn, Replayed) else 1.0
+
+    decisions: list[CudaGraphDecision] = []
+
+    def select(fn, inputs, *, name):
+        return select_cudagraph(fn, inputs, name=name, graphed=Replayed, timer=timer)
+
+    w = torch.ones(4, 2)
+    first = select(_matmul, [torch.ones(3, 4), w], name="graph 0")
+    decisions.append(first[1])
+    mark_module_state([torch.ones(1), w], [1])  # the weight: left out of the signature
+    call = PerShape(_matmul, [torch.ones(3, 4), w], first, select, decisions)
+    monkeypatch.setattr(cg, "MAX_SHAPES", 3)
+    for rows in (3, 5, 3, 7, 5, 9, 11):
+        x = torch.full((rows, 4), float(rows))
+        torch.testing.assert_close(call(x, w), x @ w)
+    assert [(d.name, d.chosen) for d in decisions] == [
+        ("graph 0", "cudagraph"),
+        ("graph 0 shapes 1", "launch"),
+        ("graph 0 shapes 2", "cudagraph"),
+        ("graph 0 shapes 3+", "launch"),  # 9 rows: beyond the limit; 11 rows: not recorded
+    ]
+    assert "more than 3 shapes" in decisions[-1].reason and decisions[-1].launch_ms > 0
+    assert call.chosen[((3, 4),)].replays == 1 + ROUNDS + 2  # selection, then two calls
+
+
+def _matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x @ w
+
+
+def test_inductor_scg_with_dynamic_shapes_chooses_per_shape(monkeypatch) -> None:
+    """``dynamic``: one Dynamo graph for every batch size, a decision per size it meets."""
+
+    def fake_select(fn, inputs, *, name, calls):
+        return select_cudagraph(fn, inputs, name=name, graphed=Replayed, timer=clock(1.0, 0.2))
+
+    monkeypatch.setattr(builtin, "select_cudagraph", fake_select)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    compiler = create_compiler("inductor-scg", dynamic=True)
+    with torch.no_grad():
+        compiled = compiler.compile(module, [torch.randn(3, 8)])
+        for rows in (3, 5, 7, 5):
+            x = torch.randn(rows, 8)
+            torch.testing.assert_close(compiled(x), module(x))
+    names = [d.name for d in compiler.cudagraph_decisions()]
+    assert names == ["graph 0", "graph 0 shapes 1", "graph 0 shapes 2"]
+
+
+def test_has_symbolic_sizes_reads_the_placeholders() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    with mode:
+        static = torch.empty(2, 3)
+    assert not has_symbolic_sizes(_traced_with({"x": static, "y": static}))
+    size = mode.shape_env.create_unbacked_symint()
+    assert has_symbolic_sizes(_traced_with({"x": static, "y": size}))
+
+
 def test_cuda_only_settings_are_refused_on_the_cpu_before_anything_runs(tmp_path) -> None:
     with pytest.raises(DeviceUnavailable, match="'inductor-scg' needs a CUDA device"):
         check_device("inductor-scg", "cpu")
@@ -439,3 +510,18 @@ def test_inductor_scg_chooses_for_the_partitions_of_a_graph_with_cpu_work() -> N
     assert parts and all(d.name.startswith("graph 0 partition ") for d in parts)
     assert all(d.graph_ms is not None for d in parts)  # every partition could be captured
     assert whole.launch_ms > 0 and whole.graph_ms is not None
+
+
+@pytest.mark.gpu
+def test_inductor_scg_with_dynamic_shapes_replays_each_shape_it_captured() -> None:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(6)]).cuda()
+    compiler = create_compiler("inductor-scg", dynamic=True, cudagraph_calls=5)
+    with torch.no_grad():
+        compiled = compiler.compile(module, [torch.randn(3, 16, device="cuda")])
+        for rows in (3, 5, 7, 5, 3):
+            x = torch.randn(rows, 16, device="cuda")
+            torch.testing.assert_close(compiled(x), module(x))
+    decisions = compiler.cudagraph_decisions()
+    assert [d.name for d in decisions] == ["graph 0", "graph 0 shapes 1", "graph 0 shapes 2"]
+    assert all(d.graph_ms is not None for d in decisions)  # each shape captured

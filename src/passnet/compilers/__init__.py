@@ -16,7 +16,9 @@ from passnet.compilers._builtin import compile_warm, stop_compile_workers
 from passnet.compilers._cudagraph import (
     GraphedCall,
     PartitionChoices,
+    PerShape,
     capture_graph,
+    has_symbolic_sizes,
     is_module_state,
     mark_module_state,
     select_cudagraph,
@@ -28,6 +30,8 @@ __all__ = [
     "GraphedCall",
     "Compiler",
     "PartitionChoices",
+    "PerShape",
+    "has_symbolic_sizes",
     "capture_graph",
     "is_module_state",
     "mark_module_state",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,8 @@ import torch
 from passnet.compilers._base import Compiler, register_compiler
 from passnet.compilers._cudagraph import (
     PartitionChoices,
+    PerShape,
+    has_symbolic_sizes,
     is_module_state,
     select_cudagraph,
     split_reason,
@@ -176,7 +179,8 @@ class InductorSelectiveCudaGraphs(Inductor):
     than launching its kernels (selective CUDA graphs; :func:`select_cudagraph`); CUDA only.
     A graph that cannot be captured whole (CPU tensors beside its CUDA ones, data-dependent
     values: :func:`split_reason`) is split by Inductor into partitions, and the choice is
-    made for each (:class:`PartitionChoices`).
+    made for each (:class:`PartitionChoices`). A graph compiled with symbolic sizes
+    (``dynamic``) is chosen for per call signature (:class:`PerShape`).
 
     Each graph is compiled once (no warm second compile: the selection measures the very
     program that is timed), launched and replayed on its own inputs, and the faster kept;
@@ -202,16 +206,20 @@ class InductorSelectiveCudaGraphs(Inductor):
             name = f"graph {self._graphs}"
             self._graphs += 1
             reason = split_reason(gm)
+            compile_inputs, inputs = inputs, _concrete(inputs)
             if reason and not PartitionChoices.available():
-                launched = inductor_compile(gm, inputs, options=options or None)
+                launched = inductor_compile(gm, compile_inputs, options=options or None)
                 self._decisions.append(
                     PartitionChoices(name, calls=calls).unpartitioned(launched, inputs, reason)
                 )
                 return launched
             if not reason:
-                launched = inductor_compile(gm, inputs, options=options or None)
+                launched = inductor_compile(gm, compile_inputs, options=options or None)
                 chosen, decision = select_cudagraph(launched, inputs, name=name, calls=calls)
                 self._decisions.append(decision)
+                if has_symbolic_sizes(gm):  # one program, many shapes: a choice per shape
+                    select = functools.partial(select_cudagraph, calls=calls)
+                    return PerShape(launched, inputs, (chosen, decision), select, self._decisions)
                 return chosen
             # Inductor partitions the graph at the work a CUDA graph cannot hold; each
             # partition is chosen for on its own. Inductor's caches do not tell partitioned
@@ -219,7 +227,7 @@ class InductorSelectiveCudaGraphs(Inductor):
             choices = PartitionChoices(name, calls=calls)
             with choices.installed():
                 launched = inductor_compile(
-                    gm, inputs, options={**options, "force_disable_caches": True}
+                    gm, compile_inputs, options={**options, "force_disable_caches": True}
                 )
             decision = choices.choose(launched, inputs, reason)
             self._decisions += [decision, *choices.decisions]
@@ -236,6 +244,15 @@ class InductorSelectiveCudaGraphs(Inductor):
 
     def cudagraph_decisions(self) -> list[CudaGraphDecision]:
         return list(getattr(self, "_decisions", []))
+
+
+def _concrete(inputs: list[Any]) -> list[Any]:
+    """A Dynamo graph's example inputs as a call takes them: a symbolic size (``dynamic``)
+    is given as the value it has in this example (its hint; as it is where it has none)."""
+    return [
+        x.node.hint if isinstance(x, torch.SymInt) and x.node.hint is not None else x
+        for x in inputs
+    ]
 
 
 @register_compiler("cudagraphs")

@@ -38,9 +38,12 @@ from passnet.errors import PassRejected
 from passnet.record import CudaGraphDecision
 
 __all__ = [
+    "MAX_SHAPES",
     "GraphedCall",
     "PartitionChoices",
+    "PerShape",
     "capture_graph",
+    "has_symbolic_sizes",
     "is_module_state",
     "mark_module_state",
     "select_cudagraph",
@@ -437,3 +440,87 @@ class PartitionChoices:
             ),
             selection_s=time.perf_counter() - started,
         )
+
+
+MAX_SHAPES = 8
+"""Distinct call signatures a graph with symbolic sizes gets a choice (and a capture) for;
+calls of further signatures are launched."""
+
+
+def has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` (a Dynamo graph) takes sizes that may change from call to call: a
+    symbolic size as an input, or an input tensor of symbolic shape."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(
+            isinstance(d, torch.SymInt) for d in value.shape
+        ):
+            return True
+    return False
+
+
+class PerShape:
+    """A graph with symbolic sizes, chosen for per call signature: the shapes of its
+    copied tensor inputs and its non-tensor inputs (the sizes themselves). A capture holds
+    one set of shapes, and whether replaying pays depends on them (PyGraph), so each new
+    signature is selected for on its first call (:func:`select_cudagraph`, its decision
+    named ``… shapes K`` and kept in ``decisions``), up to :data:`MAX_SHAPES` of them;
+    calls of further signatures are launched. Module state is left out of the signature
+    (its shapes do not change between calls; reading hundreds of them would cost a
+    launch-bound call more than it saves)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        example_inputs: Sequence[Any],
+        first: tuple[Callable[..., Any], CudaGraphDecision],
+        select: Callable[..., tuple[Callable[..., Any], CudaGraphDecision]],
+        decisions: list[CudaGraphDecision],
+    ) -> None:
+        self.fn, self.select, self.decisions = fn, select, decisions
+        self.name = first[1].name
+        self.keyed = [i for i, x in enumerate(example_inputs) if not _in_place(x)]
+        self.chosen = {self._signature(example_inputs): first[0]}
+
+    def _signature(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(
+            tuple(inputs[i].shape) if isinstance(inputs[i], torch.Tensor) else inputs[i]
+            for i in self.keyed
+        )
+
+    def __call__(self, *inputs: Any) -> Any:
+        key = self._signature(inputs)
+        chosen = self.chosen.get(key)
+        if chosen is not None:
+            return chosen(*inputs)
+        if len(self.chosen) >= MAX_SHAPES:
+            return self._launch_beyond(key, inputs)
+        name = f"{self.name} shapes {len(self.chosen)}"
+        chosen, decision = self.select(self.fn, inputs, name=name)
+        self.decisions.append(decision)
+        self.chosen[key] = chosen
+        return chosen(*inputs)
+
+    def _launch_beyond(self, key: tuple[Any, ...], inputs: Sequence[Any]) -> Any:
+        """A signature beyond :data:`MAX_SHAPES`: launched; the first one is recorded,
+        with the time of that call."""
+        self.chosen[key] = self.fn
+        started = time.perf_counter()
+        out = self.fn(*inputs)
+        if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs):
+            torch.cuda.synchronize()
+        if len(self.chosen) == MAX_SHAPES + 1:
+            self.decisions.append(
+                CudaGraphDecision(
+                    name=f"{self.name} shapes {MAX_SHAPES}+",
+                    chosen="launch",
+                    launch_ms=(time.perf_counter() - started) * 1e3,
+                    reason=f"more than {MAX_SHAPES} shapes: the rest are launched (the time "
+                    "is of its first call)",
+                )
+            )
+        return out
