@@ -136,6 +136,7 @@ def test_score_parameters_out_of_range_are_errors_not_tracebacks(
         ("--timeout", "0", "timeout_s must be a positive number of seconds"),
         ("--config", "warm=false", "compiler 'eager' does not take config key warm; the keys"),
         ("--graphs-per-child", "0", "graphs_per_child must be an integer >= 1, got 0"),
+        ("--max-measure-s", "0", "max_measure_s must be a positive number of seconds"),
     ],
 )
 def test_mistakes_in_the_command_are_errors_not_records(
@@ -382,3 +383,11 @@ def test_explicit_trials_are_exactly_what_is_timed_and_the_record_says_why(tmp_p
     (adaptive,) = read_records(tmp_path / "a" / "results.jsonl")
     assert adaptive.settings["adaptive"] is True
     assert adaptive.compiled.stop.startswith(("precise:", "time budget"))
+
+
+def test_a_bound_on_measuring_is_recorded_in_the_settings(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["eval", str(MLP), "--compiler", "eager", "--warmup", "2", "--trials", "10"]
+    assert main([*args, "--max-measure-s", "30", "--out", str(out), "--quiet"]) == 0
+    (record,) = read_records(out / "results.jsonl")
+    assert record.settings["max_measure_s"] == 30.0

@@ -320,3 +320,45 @@ def test_adaptive_repetition_says_how_many_series_and_why_it_stopped() -> None:
     for t in timings.values():
         assert t.series > 1 and t.e2e.n == 8 * t.series
         assert t.stop.startswith("time budget of 0.05 s spent")
+
+
+class SlowScript(Script):
+    """A Script whose calls take ``seconds`` of wall time (the bound counts real time)."""
+
+    def __init__(self, series: dict[str, Iterable[float]], seconds: float) -> None:
+        super().__init__(series)
+        self.seconds = seconds
+
+    def timer(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, float | None]:
+        time.sleep(self.seconds)
+        return super().timer(fn, args)
+
+
+def test_a_bound_on_measuring_stops_the_re_measurement_that_would_pass_it() -> None:
+    """A series of 8 calls per side takes ~0.1 s here; re-measuring the noisy side with
+    twice the trials would take ~0.2 s more: past a bound of 0.25 s, so it is flagged
+    unstable at once and the stop says why. Without the bound it is measured again."""
+    noisy = {"compiled": steady(1.0), "eager": alternating(1.0, 3.0)}
+    bounded = SlowScript(noisy, 0.006).measure(trials=8, max_measure_s=0.25)
+    eager = bounded["eager"]
+    assert eager.unstable and eager.retries == 0 and eager.e2e.n == 8
+    assert all(t.stop.endswith("; measuring bounded at 0.25 s") for t in bounded.values())
+    free = SlowScript(noisy, 0.006).measure(trials=8, max_retries=1)
+    assert free["eager"].retries == 1 and "bounded" not in free["eager"].stop
+
+
+def test_a_bound_on_measuring_stops_extra_series_before_it_is_passed() -> None:
+    script = SlowScript({"compiled": alternating(1.0, 1.1), "eager": alternating(2.0, 2.2)}, 0.003)
+    t0 = time.perf_counter()
+    timings = script.measure(target_rel_se=0.0, max_extra_s=30.0, max_measure_s=0.3)
+    assert time.perf_counter() - t0 < 0.3 + 0.2  # no series started that would pass it
+    assert 8 < timings["eager"].e2e.n <= 8 * 7  # extra series, as many as fit in 0.3 s
+    assert timings["eager"].stop.endswith("measuring bounded at 0.3 s")
+
+
+def test_a_bound_on_measuring_must_be_a_positive_number_of_seconds() -> None:
+    from passnet.evaluate import EvalSettings
+
+    with pytest.raises(ValueError, match="max_measure_s must be a positive number"):
+        EvalSettings(max_measure_s=0.0)
+    assert EvalSettings(max_measure_s=60).max_measure_s == 60

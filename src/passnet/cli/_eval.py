@@ -27,6 +27,12 @@ configuration and device, those of earlier commands with other PATHs too (a task
 """
 
 
+OVERLAP_MEASURE_S = 60.0
+"""``--max-measure-s`` under ``--overlap`` unless given: a timing turn stops the run's other
+evaluations while it lasts (a CPU run that doubled a slow graph's trials twice held one
+turn for 455 s)."""
+
+
 def _parse_config(items: Sequence[str]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for item in items:
@@ -66,10 +72,15 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             profile_kernels=args.profile_kernels,
             fixed_layout=not args.random_layout,
             graphs_per_child=args.graphs_per_child,
+            max_measure_s=(
+                OVERLAP_MEASURE_S
+                if args.max_measure_s is None and args.overlap > 1
+                else args.max_measure_s
+            ),
         )
     except ValueError as exc:
         raise PassnetError(
-            f"--warmup/--trials/--timeout/--threads/--graphs-per-child: {exc}"
+            f"--warmup/--trials/--timeout/--threads/--graphs-per-child/--max-measure-s: {exc}"
         ) from exc
     from passnet.compilers import COMPILERS
 
@@ -389,6 +400,15 @@ def add_commands(subparsers: Any) -> None:
         help="run K evaluations at once on each GPU, each on its share of the cores: they "
         "compile side by side and are timed one at a time, the others stopped meanwhile "
         "(default: 1)",
+    )
+    p.add_argument(
+        "--max-measure-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="bound one graph's measuring after warm-up: no extra series or re-measurement "
+        "starts that would end past S seconds (default: none; with --overlap, "
+        f"{OVERLAP_MEASURE_S:g}, since a timed graph stops the others)",
     )
     p.add_argument(
         "--overlap-scope",

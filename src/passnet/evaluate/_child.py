@@ -655,6 +655,7 @@ def measure_sides(
             max_extra_s=s.max_extra_s if s.adaptive else 0.0,
             guard=guard,
             clocks=clocks,
+            max_measure_s=s.max_measure_s,
         )
 
 

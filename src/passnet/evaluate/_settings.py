@@ -37,6 +37,13 @@ class EvalSettings:
     """IQR / median above this triggers re-measurement with more trials (adaptive)."""
     max_retries: int = 2
     """Re-measurements (each doubling the trials) before a result is flagged unstable."""
+    max_measure_s: float | None = None
+    """A bound on one graph's measuring (after warm-up): no extra series and no
+    re-measurement starts that would, at the pace of the series before it, end past it
+    (the timings' ``stop`` says so; a side still noisy is flagged ``unstable``). None:
+    the trials, retries and ``max_extra_s`` decide alone, however long a slow graph's
+    doubled series take. ``passnet eval --overlap`` sets 60 s: a timing turn stops the
+    run's other evaluations for as long as it lasts."""
     num_threads: int | None = None
     """CPU threads for torch in the child (None: torch's default)."""
     pin_cpu: bool = True
@@ -119,6 +126,13 @@ class EvalSettings:
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
             raise ValueError(
                 f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
+            )
+        if self.max_measure_s is not None and not (
+            self.max_measure_s > 0 and math.isfinite(self.max_measure_s)
+        ):
+            raise ValueError(
+                f"max_measure_s must be a positive number of seconds (or None), got "
+                f"{self.max_measure_s!r}"
             )
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1 (or None), got {self.num_threads!r}")

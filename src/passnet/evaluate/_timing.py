@@ -265,6 +265,7 @@ def measure_interleaved(
     max_extra_s: float = 0.0,
     guard: CoreGuard | None = None,
     clocks: ClockMonitor | None = None,
+    max_measure_s: float | None = None,
 ) -> dict[str, Timing]:
     """Warm up each callable, then time them in alternating blocks.
 
@@ -286,6 +287,10 @@ def measure_interleaved(
     full speed and is measured again (up to twice) if the core slowed down during it.
     ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
     after warm-up and after each round, outside the timed calls.
+
+    ``max_measure_s`` bounds the measuring after warm-up: an extra series or a
+    re-measurement starts only if, at the pace of the series before it, it ends within
+    the bound (the first series always runs).
     """
     if guard is not None:
         guard.settle()
@@ -293,12 +298,26 @@ def measure_interleaved(
     if clocks is not None:
         clocks.sample()
     retries = 0
+    started = time.perf_counter()
+
+    def fits(seconds: float) -> bool:
+        """Whether measuring that long more ends within ``max_measure_s``."""
+        if max_measure_s is None:
+            return True
+        return time.perf_counter() - started + seconds <= max_measure_s
+
+    bounded = False  # whether the bound stopped an extra series or a re-measurement
     while True:
+        began = time.perf_counter()
         series = _run_series(fns, timer, trials, rounds, guard, clocks)
+        pace = time.perf_counter() - began  # seconds one series of ``trials`` took
         count = 1
         # Adaptive repetition: more alternating series until the speedup is precise.
         extra_deadline = time.perf_counter() + max_extra_s
         while _speedup_rel_se(series) > target_rel_se and time.perf_counter() < extra_deadline:
+            if not fits(pace):
+                bounded = True
+                break
             for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard, clocks).items():
                 series[name][0].extend(e2e)
                 series[name][1].extend(dev)
@@ -315,9 +334,15 @@ def measure_interleaved(
             for name, (e2e, dev) in series.items()
         }
         noisy = [n for n, t in timings.items() if _spread(t) > unstable_threshold]
-        if not noisy or retries >= max_retries:
+        retry = noisy and retries < max_retries
+        if retry and not fits(2 * pace):  # twice the trials: about twice as long
+            retry, bounded = False, True
+        if not retry:
             for name in noisy:
                 timings[name].unstable = True
+            if bounded:
+                for t in timings.values():
+                    t.stop += f"; measuring bounded at {max_measure_s:g} s"
             return timings
         retries += 1
         trials *= 2
