@@ -424,3 +424,27 @@ def test_overlap_runs_k_evaluations_per_device_each_on_cores_of_its_own(tmp_path
 def test_overlap_options_that_cannot_work_are_refused(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LocalExecutor(["fake:0"], **options)
+
+
+def test_closing_the_results_early_ends_an_evaluation_in_flight() -> None:
+    """A graph with a child of its own: when the consumer stops, its child is ended
+    within about a second (it would have timed for many seconds more) and it gets no
+    record."""
+    from tests.conftest import MLP
+
+    item = plan_items([MLP])[0]
+    quick = EvalSettings(warmup=2, trials=5, adaptive=False, min_warmup_s=0.0)
+    slow = EvalSettings(warmup=2, trials=2_000_000, adaptive=False, min_warmup_s=0.0)
+    jobs = [EvalJob(item, "eager", settings=quick), EvalJob(item, "eager", settings=slow)]
+    stages: list[tuple[str, str]] = []
+    results = LocalExecutor(["cpu", "cpu"]).run(
+        jobs, on_stage=lambda job, stage: stages.append((job.settings.trials, stage))
+    )
+    first = next(results)
+    assert first.status is Status.OK and first.settings["trials"] == 5
+    deadline = time.perf_counter() + 60
+    while (2_000_000, "measure") not in stages and time.perf_counter() < deadline:
+        time.sleep(0.1)  # the slow one is timing now
+    started = time.perf_counter()
+    results.close()
+    assert time.perf_counter() - started < 5.0

@@ -2,6 +2,7 @@
 
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
 from passnet.evaluate._evaluate import (
+    EvaluationStopped,
     evaluate_sample,
     evaluate_samples,
     probe_device,
@@ -56,6 +57,7 @@ __all__ = [
     "check_fits",
     "cpu_timer",
     "cuda_timer",
+    "EvaluationStopped",
     "evaluate_sample",
     "evaluate_samples",
     "even_chunks",

@@ -27,7 +27,13 @@ from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_f
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
 
-__all__ = ["evaluate_sample", "evaluate_samples", "probe_device", "software_versions"]
+__all__ = [
+    "EvaluationStopped",
+    "evaluate_sample",
+    "evaluate_samples",
+    "probe_device",
+    "software_versions",
+]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,10 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+class EvaluationStopped(Exception):
+    """An evaluation ended early because its caller asked (``should_stop``): no record."""
+
+
 def evaluate_sample(
     sample_path: str | Path,
     compiler: str = "inductor",
@@ -93,6 +103,7 @@ def evaluate_sample(
     prepared: float | None = None,
     turns: Turns | None = None,
     cores: Sequence[int] = (),
+    should_stop: Callable[[], bool] | None = None,
 ) -> EvalRecord:
     """Evaluate one GraphNet sample in an isolated child process.
 
@@ -105,8 +116,10 @@ def evaluate_sample(
     caches (:func:`prepare_sample`), or None: then the compiler compiles as it would alone.
     ``turns``: the run's timing turns (``--overlap``, :class:`Turns`): the child joins
     them and times the graph in a turn. ``cores``: the cores the child is pinned to.
+    ``should_stop()`` (asked about once a second) ends the child early: then
+    :class:`EvaluationStopped` is raised, and there is no record.
     """
-    (record,) = _evaluate(
+    records = _evaluate(
         [sample_path],
         compiler,
         compiler_config,
@@ -116,10 +129,13 @@ def evaluate_sample(
         (lambda _i, stage: on_stage(stage)) if on_stage else None,
         None,
         prepared,
+        should_stop=should_stop,
         turns=turns,
         cores=cores,
     )
-    return record
+    if not records:
+        raise EvaluationStopped(f"the evaluation of {graph_label or sample_path} was stopped")
+    return records[0]
 
 
 def evaluate_samples(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures as cf
 import contextlib
+import inspect
 import logging
 import os
 import queue
@@ -24,6 +25,7 @@ from typing import Any
 from passnet.evaluate import (
     SCOPES,
     EvalSettings,
+    EvaluationStopped,
     PrepareOutcome,
     Turns,
     evaluate_sample,
@@ -72,6 +74,15 @@ graph_labels=, on_stage=, on_record=, should_stop=)."""
 OnStage = Callable[[EvalJob, str], None]
 """Hears each stage of a job as it begins: ``start`` when it gets a device, then the
 evaluation child's stages (``load``, ``compile``, ``measure``, ...)."""
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` takes the keyword argument ``name``."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a callable without a signature: assume not
+        return False
+    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 class Executor(abc.ABC):
@@ -196,6 +207,7 @@ class LocalExecutor(Executor):
         self.slot_cores = slot_cores(len(devices)) if overlap > 1 else [()] * len(devices)
         self._turns: Turns | None = None
         self._evaluate = evaluate
+        self._stoppable = _takes(evaluate, "should_stop")
         self._evaluate_many = evaluate_many
         self._prepare = prepare
         self.prepare_workers = max(0, prepare_workers)
@@ -215,9 +227,13 @@ class LocalExecutor(Executor):
         on_stage: OnStage | None,
         prepared: float | None,
         slot: int | None = None,
+        stop: threading.Event | None = None,
     ) -> EvalRecord:
+        """The job's record; raises :class:`EvaluationStopped` where ``stop`` ended it
+        (an ``evaluate`` that takes ``should_stop``; others run to their end)."""
         if on_stage is not None:
             on_stage(job, "start")
+        stopping = {"should_stop": stop.is_set} if stop is not None and self._stoppable else {}
         record = self._evaluate(
             job.item.path,
             job.compiler,
@@ -228,6 +244,7 @@ class LocalExecutor(Executor):
             on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
             **({"prepared": prepared} if prepared is not None else {}),
             **self._placement(slot),
+            **stopping,
         )
         record.device = job.device  # the resume key names the device the user asked for
         return record
@@ -244,9 +261,11 @@ class LocalExecutor(Executor):
                 return
             try:
                 if len(group) == 1:
-                    out(self._evaluate_job(group[0], device, on_stage, None, slot))
+                    out(self._evaluate_job(group[0], device, on_stage, None, slot, stop))
                 else:
                     self._evaluate_group(group, device, on_stage, out, stop, slot)
+            except EvaluationStopped:
+                return  # the consumer stopped: no record (a rerun evaluates the graph)
             finally:
                 if self._turns is not None:  # a child killed in its turn stops nobody for good
                     self._turns.recover()
