@@ -65,7 +65,8 @@ class EvalJob:
 
 Evaluate = Callable[..., EvalRecord]
 """``evaluate_sample``'s signature: (path, compiler, config, device, settings, graph_label=,
-on_stage=)."""
+on_stage=); one that also takes ``should_stop=`` is ended when the run stops part-way
+(raising :class:`~passnet.evaluate.EvaluationStopped`)."""
 
 EvaluateMany = Callable[..., list[EvalRecord]]
 """``evaluate_samples``' signature: (paths, compiler, config, device, settings,
