@@ -391,3 +391,34 @@ def test_a_bound_on_measuring_is_recorded_in_the_settings(tmp_path: Path) -> Non
     assert main([*args, "--max-measure-s", "30", "--out", str(out), "--quiet"]) == 0
     (record,) = read_records(out / "results.jsonl")
     assert record.settings["max_measure_s"] == 30.0
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    """A scheduler's time limit (SIGTERM) ends the evaluation in flight at once, says what
+    was kept, and exits 143: nothing is left running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "passnet.cli", "eval", str(MLP), "--compiler", "eager",
+         "--warmup", "2", "--trials", "2000000", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # until the graph is being timed
+        seen.append(line)
+        if "now measure" in line:
+            break
+    else:
+        pytest.fail("the run ended before timing: " + "".join(seen[-20:]))
+    started = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert time.perf_counter() - started < 10.0  # not the 2,000,000 calls per side
+    assert "interrupted: finished results are saved" in " ".join(rest.split())
+    assert not (out / "results.jsonl").exists() or read_records(out / "results.jsonl") == []

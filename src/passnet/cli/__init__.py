@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -64,13 +66,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     console = _console()
+    terminated = []
+
+    def stop(signum: int, _frame: object) -> None:
+        # SIGTERM (a scheduler's time limit, `timeout`, `kill`) stops a command as Ctrl-C
+        # does: evaluations in flight are ended, finished results are kept, the run's
+        # state is cleaned up.
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    # (a handler can only be set from the main thread: a command run from another keeps
+    # the default, SIGTERM ends the process)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
     try:
         return int(args.func(args, console) or 0)
     except PassnetError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGTERM if terminated else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
