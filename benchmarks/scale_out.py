@@ -91,8 +91,12 @@ def _eval(phase: str, args: argparse.Namespace) -> None:
     )
 
     def stopped(signum: int, _frame: object) -> None:
-        child.terminate()  # passnet keeps what finished
-        child.wait()
+        child.terminate()  # passnet keeps what finished, ends what is in flight
+        try:
+            child.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
         _stamp(stamp, ended=time.time(), stopped=True)
         raise SystemExit(128 + signum)
 

@@ -74,9 +74,7 @@ def _over_common_eager(rec: dict[str, EvalRecord | None]) -> dict[str, float | N
     """Each compiler's compiled e2e median against one eager time for the graph, the
     median of the runs' eager medians: compilers compared on their own calls, not on
     how each run's eager side happened to measure."""
-    timed = {
-        c: r for c, r in rec.items() if r is not None and r.eager is not None and r.compiled
-    }
+    timed = {c: r for c, r in rec.items() if r is not None and r.eager is not None and r.compiled}
     if not timed:
         return {c: None for c in rec}
     eager = statistics.median(r.eager.e2e.median_ms for r in timed.values())

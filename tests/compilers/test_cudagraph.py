@@ -269,9 +269,7 @@ def test_without_partition_wrappers_in_torch_such_a_graph_is_launched(monkeypatc
 
 def _cpu_partition_choices() -> Any:
     """PartitionChoices on a CPU clock (the real one synchronizes CUDA)."""
-    choices = functools.partial(PartitionChoices, timer=clock(launch_ms=0.5, graph_ms=0.1))
-    choices.available = PartitionChoices.available  # type: ignore[attr-defined]
-    return choices
+    return functools.partial(PartitionChoices, timer=clock(launch_ms=0.5, graph_ms=0.1))
 
 
 def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partitions(

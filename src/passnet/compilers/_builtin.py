@@ -207,12 +207,6 @@ class InductorSelectiveCudaGraphs(Inductor):
             self._graphs += 1
             reason = split_reason(gm)
             compile_inputs, inputs = inputs, _concrete(inputs)
-            if reason and not PartitionChoices.available():
-                launched = inductor_compile(gm, compile_inputs, options=options or None)
-                self._decisions.append(
-                    PartitionChoices(name, calls=calls).unpartitioned(launched, inputs, reason)
-                )
-                return launched
             if not reason:
                 launched = inductor_compile(gm, compile_inputs, options=options or None)
                 chosen, decision = select_cudagraph(launched, inputs, name=name, calls=calls)

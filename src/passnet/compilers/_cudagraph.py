@@ -266,6 +266,11 @@ def select_cudagraph(
     return (replayed if pays else fn), decision
 
 
+def _example_value(node: torch.fx.Node) -> Any:
+    """What Dynamo recorded a node computes (a fake tensor, a symbolic size, ...)."""
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
 def _values(meta: Any) -> list[Any]:
     if isinstance(meta, (list, tuple)):
         return [v for m in meta for v in _values(m)]
@@ -277,17 +282,17 @@ def split_reason(gm: torch.fx.GraphModule) -> str:
     CPU beside its CUDA tensors (a captured CPU op would not run again on replay), or
     values known only when it runs (a data-dependent size). Read from the example values
     Dynamo recorded on the nodes."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
     off_gpu, data_dependent, on_gpu = [], [], False
     for node in gm.graph.nodes:
-        for value in _values(node.meta.get("example_value", node.meta.get("val"))):
+        for value in _values(_example_value(node)):
             if isinstance(value, torch.Tensor):
                 if value.device.type == "cuda":
                     on_gpu = True
                 else:
                     off_gpu.append(f"{node.name} ({value.device.type})")
             elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
                 if free_unbacked_symbols(value):
                     data_dependent.append(node.name)
     reasons = []
@@ -373,24 +378,16 @@ class PartitionChoices:
 
         return hasattr(utils, "set_customized_partition_wrappers")
 
-    def unpartitioned(
-        self, compiled: Callable[..., Any], example_inputs: Sequence[Any], reason: str
-    ) -> CudaGraphDecision:
-        """The decision for a graph that cannot be captured whole and is not partitioned:
-        launched, its time measured."""
-        return CudaGraphDecision(
-            name=self.name,
-            chosen="launch",
-            launch_ms=self.timer(compiled, example_inputs, self.calls),
-            reason=f"cannot be captured ({reason}) and Inductor made no partition",
-        )
-
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Inductor partitions what compiles inside (at work a CUDA graph cannot hold) and
-        wraps each partition with :meth:`wrap`."""
+        wraps each partition with :meth:`wrap`; nothing, on a torch without partition
+        wrappers (:meth:`available`): then there is no partition to choose for."""
         from torch._inductor import utils
 
+        if not self.available():
+            yield
+            return
         holder = utils._unstable_customized_partition_wrapper
         before = holder.wrapper
         utils.set_customized_partition_wrappers(self.wrap)
@@ -414,9 +411,13 @@ class PartitionChoices:
             self.selecting = False
         replayed = sum(d.chosen == "cudagraph" for d in self.decisions)
         if not self.partitions:
-            decision = self.unpartitioned(compiled, example_inputs, reason)
-            decision.selection_s = time.perf_counter() - started
-            return decision
+            return CudaGraphDecision(
+                name=self.name,
+                chosen="launch",
+                launch_ms=self.timer(compiled, example_inputs, self.calls),
+                reason=f"cannot be captured ({reason}) and Inductor made no partition",
+                selection_s=time.perf_counter() - started,
+            )
 
         def every_partition_launched(*inputs: Any) -> Any:
             self.launch_all = True
@@ -453,7 +454,7 @@ def has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
-        value = node.meta.get("example_value", node.meta.get("val"))
+        value = _example_value(node)
         if isinstance(value, torch.SymInt):
             return True
         if isinstance(value, torch.Tensor) and any(

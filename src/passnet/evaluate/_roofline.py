@@ -102,13 +102,18 @@ run at where PyTorch allows TF32 (convolutions do by default:
 ``torch.backends.cudnn.allow_tf32``)."""
 
 
-def _tf32_tflops(device: str) -> float:
-    n = 8192
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+def _matmul_tflops(device: str, dtype: torch.dtype, *, tf32: bool = False) -> float:
+    """The rate of a large ``dtype`` matrix product on ``device``; a float32 one on TF32
+    tensor cores with ``tf32``, else without them, whatever the process's switch says."""
+    cuda = device.startswith("cuda")
+    # large enough to reach the rate; on a CPU, half precision is emulated and slow
+    n = 8192 if cuda else (1024 if dtype == torch.float32 else 384)
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
     allowed = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        seconds = _best_seconds(lambda: torch.mm(a, b), device, 3)
+        seconds = _best_seconds(lambda: torch.mm(a, b), device, 3 if cuda else 1)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
     return 2 * n**3 / seconds / 1e12
@@ -128,19 +133,12 @@ def measure_ceilings(device: str) -> Ceilings:
     copy_s = _copy_seconds(copy_bytes, device)
     rates = {}
     for name in _MATMUL_DTYPES:
-        dtype = getattr(torch, name)
-        # large enough to reach the rate; on a CPU, half precision is emulated and slow
-        n = 8192 if cuda else (1024 if dtype == torch.float32 else 384)
         try:
-            a = torch.randn(n, n, device=device).to(dtype)
-            b = torch.randn(n, n, device=device).to(dtype)
-            seconds = _best_seconds(lambda a=a, b=b: torch.mm(a, b), device, 3 if cuda else 1)
+            rates[name] = _matmul_tflops(device, getattr(torch, name))
         except RuntimeError as exc:  # a dtype this device cannot multiply
             log.info("no %s matrix product on %s: %s", name, device, exc)
-            continue
-        rates[name] = 2 * n**3 / seconds / 1e12
     if cuda and "float32" in rates:
-        rates[TF32] = _tf32_tflops(device)
+        rates[TF32] = _matmul_tflops(device, torch.float32, tf32=True)
     small = torch.zeros(16, device=device)
     launch_s = _best_seconds(lambda: small.add_(1), device, 200)
     name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or "cpu")
