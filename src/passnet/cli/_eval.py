@@ -29,8 +29,8 @@ configuration and device, those of earlier commands with other PATHs too (a task
 
 OVERLAP_MEASURE_S = 60.0
 """``--max-measure-s`` under ``--overlap`` unless given: a timing turn stops the run's other
-evaluations while it lasts (a CPU run that doubled a slow graph's trials twice held one
-turn for 455 s)."""
+evaluations while it lasts (benchmarks/overlap_cpu_turns.py: without a bound one turn
+held a loaded 2-core run for minutes)."""
 
 
 def _parse_config(items: Sequence[str]) -> dict[str, Any]:
