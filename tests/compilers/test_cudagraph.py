@@ -297,6 +297,33 @@ def test_inductor_scg_hands_a_graph_that_cannot_be_captured_whole_to_its_partiti
     assert utils._unstable_customized_partition_wrapper.wrapper is None
 
 
+def test_partitioned_programs_are_cached_apart_from_plain_ones(tmp_path, monkeypatch) -> None:
+    """A partitioned compile is cached (a prepare worker's compile serves the timed one)
+    and found only by another partitioned compile: a plain program found for it would
+    never be wrapped, and the other way round."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setattr(builtin, "PartitionChoices", _cpu_partition_choices())
+    module, x = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.GELU()), torch.randn(2, 6)
+
+    def compiles(reason: str, compiler: str = "inductor-scg") -> tuple[int, int]:
+        monkeypatch.setattr(builtin, "split_reason", lambda gm: reason)
+        torch._dynamo.reset()
+        counters.clear()
+        config = {"cudagraph_calls": 3} if compiler == "inductor-scg" else {"warm": False}
+        compiled = create_compiler(compiler, **config).compile(module, [x])
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), module(x))
+        return counters["inductor"]["fxgraph_cache_miss"], counters["inductor"]["fxgraph_cache_hit"]
+
+    cpu_work = "tensors off the GPU: y (cpu)"
+    assert compiles(cpu_work) == (1, 0)  # partitioned, cold: compiled and stored
+    assert compiles(cpu_work) == (0, 1)  # partitioned again: from the cache
+    assert compiles("", "inductor") == (1, 0)  # plain: not the partitioned program
+    assert compiles(cpu_work) == (0, 1)
+
+
 def test_a_graph_with_symbolic_sizes_is_chosen_for_per_shape(monkeypatch) -> None:
     """One program serves every batch size: each new signature is measured on its first
     call (replay pays at 3 and 7 rows, not at 5), its capture kept, and beyond

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 import torch
 
 from passnet.evaluate import Ceilings, EvalSettings, ceilings, evaluate_sample, graph_work, roofline
@@ -107,3 +108,31 @@ def test_cuda_ceilings_cached_without_the_tf32_rate_are_measured_again(
     assert ceilings("cuda") == new
     assert Ceilings(**json.loads(path.read_text())) == new
     assert ceilings("cpu") == new  # a CPU's cache has no TF32 rate to miss
+
+
+@pytest.mark.gpu
+def test_a_float32_convolution_on_cuda_does_not_run_faster_than_its_floor(
+    tmp_path, monkeypatch
+) -> None:
+    """The floor of float32 convolutions, which cuDNN runs on TF32 by default, is at the
+    measured TF32 rate: the measured time must not beat it (a fraction above 1)."""
+    monkeypatch.setenv("PASSNET_CACHE_DIR", str(tmp_path))
+    conv = torch.nn.Conv2d(256, 256, 3, padding=1).cuda()
+    x = torch.randn(32, 256, 64, 64, device="cuda")
+    limits = ceilings("cuda")
+    assert limits.matmul_tflops["tfloat32"] > limits.matmul_tflops["float32"]
+    with torch.no_grad():
+        work = graph_work(conv, [x])
+        for _ in range(3):
+            conv(x)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            conv(x)
+        end.record()
+        torch.cuda.synchronize()
+    ms = start.elapsed_time(end) / 20
+    roof = roofline(work.flops, work.min_bytes, torch.float32, limits, eager_ms=ms,
+                    compiled_ms=None, conv_flops=work.conv_flops)  # fmt: skip
+    assert roof.math == ("tfloat32" if torch.backends.cudnn.allow_tf32 else "float32")
+    assert roof.bound == "compute" and roof.eager_fraction <= 1.0, (ms, roof)

@@ -216,12 +216,11 @@ class InductorSelectiveCudaGraphs(Inductor):
                     return PerShape(launched, inputs, (chosen, decision), select, self._decisions)
                 return chosen
             # Inductor partitions the graph at the work a CUDA graph cannot hold; each
-            # partition is chosen for on its own. Inductor's caches do not tell partitioned
-            # programs from others (the wrapper is not in their key): compiled afresh.
+            # partition is chosen for on its own (cached apart from unpartitioned programs).
             choices = PartitionChoices(name, calls=calls)
             with choices.installed():
                 launched = inductor_compile(
-                    gm, compile_inputs, options={**options, "force_disable_caches": True}
+                    gm, compile_inputs, options={**options, **choices.cache_options()}
                 )
             decision = choices.choose(launched, inputs, reason)
             self._decisions += [decision, *choices.decisions]

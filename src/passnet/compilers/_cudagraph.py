@@ -378,6 +378,18 @@ class PartitionChoices:
 
         return hasattr(utils, "set_customized_partition_wrappers")
 
+    @staticmethod
+    def cache_options() -> dict[str, Any]:
+        """Inductor options that key a partitioned compile apart in Inductor's caches.
+
+        Whether the graph is partitioned is decided while it compiles (the wrapper is
+        installed or not) and is not part of the caches' key: a program compiled without
+        partitions, found for a compile that needs them, would never be wrapped. A post-grad
+        pass that changes nothing but names itself (its ``uuid`` enters the key) keeps the
+        two apart, so a partitioned program is cached (a prepare worker's compile serves
+        the timed one) and found only by a partitioned compile."""
+        return {"post_grad_custom_post_pass": _partitioned_key()}
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Inductor partitions what compiles inside (at work a CUDA graph cannot hold) and
@@ -441,6 +453,27 @@ class PartitionChoices:
             ),
             selection_s=time.perf_counter() - started,
         )
+
+
+_PARTITIONED_KEY: Any = None
+
+
+def _partitioned_key() -> Any:
+    """The no-op post-grad pass of :meth:`PartitionChoices.cache_options` (made on first
+    use: Inductor is imported only by those who compile)."""
+    global _PARTITIONED_KEY
+    if _PARTITIONED_KEY is None:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+
+        class PartitionedKey(CustomGraphPass):
+            def __call__(self, graph: torch.fx.Graph) -> None:
+                return None
+
+            def uuid(self) -> str:
+                return "passnet.PartitionChoices.v1"
+
+        _PARTITIONED_KEY = PartitionedKey()
+    return _PARTITIONED_KEY
 
 
 MAX_SHAPES = 8
