@@ -13,6 +13,7 @@ Each phase is one ``passnet eval`` process with its own, empty Inductor and Trit
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase aa-turns --graphs LIST --work W --overlap 6 --jobs 2
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase report  --work W
     PYTHONPATH=src python3 benchmarks/scale_out.py --phase report  --records benchmarks/results/scale_out_h100
+    PYTHONPATH=src python3 benchmarks/scale_out.py --phase report  --records DIR2 --one-gpu DIR1
 
 * ``seq``: inductor, one GPU, each evaluation compiling for itself (cold, then warm);
 * ``overlap``: the same with ``--prepare-workers`` compiling ahead on spare cores;
@@ -152,6 +153,13 @@ def _records(args: argparse.Namespace, phase: str) -> dict:
     return {r.graph: r for r in read_records(path)} if path.is_file() else {}
 
 
+def _steady(records: dict) -> float | None:
+    """Seconds per graph from the first graph finished to the last (the pipeline's start,
+    which every phase pays once, left out); None below two graphs."""
+    ends = sorted(datetime.fromisoformat(r.finished_at).timestamp() for r in records.values())
+    return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else None
+
+
 def _span(records: dict) -> float:
     """Seconds from the first evaluation's start to the last one's end (a phase stopped at
     a time limit counts the graphs it finished)."""
@@ -164,8 +172,8 @@ def report(args: argparse.Namespace) -> dict:
     out: dict = {"phases": {}}
     base = None
     print(
-        f"{'phase':8s} {'graphs':>6s} {'span s':>8s} {'s/graph':>8s} {'x seq':>6s} {'proj h':>7s}"
-        f" {'window':>14s}"
+        f"{'phase':8s} {'graphs':>6s} {'span s':>8s} {'s/graph':>8s} {'steady':>7s} {'x seq':>6s}"
+        f" {'proj h':>7s} {'window':>14s}"
     )
     for phase in THROUGHPUT:
         records = _records(args, phase)
@@ -181,6 +189,7 @@ def report(args: argparse.Namespace) -> dict:
             "graphs": len(records),
             "span_s": span,
             "s_per_graph": per,
+            "steady_s_per_graph": _steady(records),
             "throughput_vs_seq": ratio,
             "projected_h": hours,
             "statuses": _count(r.status.value for r in records.values()),
@@ -198,15 +207,18 @@ def report(args: argparse.Namespace) -> dict:
             out["phases"][phase]["window"] = {**window, "s_per_graph": seconds / len(records)}
             how = "stopped" if window.get("stopped") else "done"
             window_text = f" {len(records)}/{window['graphs']} in {seconds:.0f} s {how}"
+        steady = _steady(records)
+        steady_text = f"{steady:7.2f}" if steady else "      -"
         print(
-            f"{phase:8s} {len(records):6d} {span:8.1f} {per:8.2f} {ratio_text} {hours:7.2f}"
-            + window_text
+            f"{phase:8s} {len(records):6d} {span:8.1f} {per:8.2f} {steady_text} {ratio_text}"
+            f" {hours:7.2f}" + window_text
         )
     for name in ("aa", "aa-turns"):
         _aa_report(_records(args, name), name, out)
     seq = _records(args, "seq")
     for name in ("overlap", "turns1"):
         _vs_seq(seq, _records(args, name), name, out)
+    _two_gpus(args, out)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "scale_out.json").write_text(json.dumps(out, indent=2))
     return out
@@ -253,6 +265,38 @@ def _vs_seq(seq: dict, overlap: dict, name: str, out: dict) -> None:
         )
 
 
+def _two_gpus(args: argparse.Namespace, out: dict) -> None:
+    """``turns2`` against one GPU's ``turns1`` (``--one-gpu``: a records folder, default
+    the same): throughput in steady state and per-graph speedups."""
+    two = _records(args, "turns2")
+    base = argparse.Namespace(**{**vars(args), "records": args.one_gpu or args.records})
+    one = _records(base, "turns1")
+    if not (one and two):
+        return
+    ratio = _steady(one) / _steady(two) if _steady(one) and _steady(two) else None
+    both = sorted(set(one) & set(two))
+    apart = [
+        abs(two[g].speedup_e2e / one[g].speedup_e2e - 1)
+        for g in both
+        if one[g].speedup_e2e and two[g].speedup_e2e
+    ]
+    out["turns2_vs_turns1"] = {
+        "steady_throughput": ratio,
+        "graphs": len(apart),
+        "median_abs_dev": statistics.median(apart) if apart else None,
+        "beyond_2pct": sum(1 for d in apart if d > 0.02),
+    }
+    if ratio:
+        print(f"turns2 vs turns1: {ratio:.2f}x steady throughput", end="")
+    if apart:
+        print(
+            f"; speedups over {len(apart)} graphs median {statistics.median(apart):.4f} apart,"
+            f" {out['turns2_vs_turns1']['beyond_2pct']} beyond 2%",
+            end="",
+        )
+    print()
+
+
 def _count(values) -> dict:
     found: dict = {}
     for v in values:
@@ -274,6 +318,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--overlap", type=int, default=6, help="turns phases: --overlap K")
     parser.add_argument("--overlap-scope", default="host", choices=("host", "device"))
+    parser.add_argument(
+        "--one-gpu", default=None, help="report: records folder whose turns1 is the 1-GPU baseline"
+    )
     parser.add_argument("--load", default=None, help="aa: graphs compiled as background load")
     parser.add_argument("--suite", type=int, default=2060, help="graphs to project for")
     args = parser.parse_args()
