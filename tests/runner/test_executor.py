@@ -63,6 +63,7 @@ class FakeEvaluations:
         *,
         graph_label: str,
         on_stage: Any = None,
+        should_stop: Any = None,
     ) -> EvalRecord:
         start = time.perf_counter()
         for stage in ("load", "compile", "measure") if on_stage else ():

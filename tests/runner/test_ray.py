@@ -77,6 +77,7 @@ class ScriptedEvaluations:
         *,
         graph_label: str,
         on_stage: Any = None,
+        should_stop: Any = None,
     ) -> EvalRecord:
         plan = json.loads((self.folder / "script.json").read_text()).get(graph_label, {})
         earlier = sum(1 for e in self.events("start") if e["graph"] == graph_label)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import abc
 import concurrent.futures as cf
 import contextlib
-import inspect
 import logging
 import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from passnet.evaluate import (
     SCOPES,
@@ -63,10 +63,29 @@ class EvalJob:
     settings: EvalSettings = field(default_factory=EvalSettings)
 
 
-Evaluate = Callable[..., EvalRecord]
-"""``evaluate_sample``'s signature: (path, compiler, config, device, settings, graph_label=,
-on_stage=); one that also takes ``should_stop=`` is ended when the run stops part-way
-(raising :class:`~passnet.evaluate.EvaluationStopped`)."""
+class Evaluate(Protocol):
+    """What evaluates one job: ``evaluate_sample``'s signature. ``should_stop()`` (None
+    where nothing can stop the job) is asked while it runs: true when the run stops
+    part-way, and the evaluation then ends, raising
+    :class:`~passnet.evaluate.EvaluationStopped`. The local executor passes ``prepared``
+    only with prepare workers, ``turns`` and ``cores`` only with ``overlap``."""
+
+    def __call__(
+        self,
+        path: Path,
+        compiler: str,
+        config: dict[str, Any],
+        device: str,
+        settings: EvalSettings,
+        *,
+        graph_label: str,
+        on_stage: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        prepared: float | None = None,
+        turns: Turns | None = None,
+        cores: Sequence[int] = (),
+    ) -> EvalRecord: ...
+
 
 EvaluateMany = Callable[..., list[EvalRecord]]
 """``evaluate_samples``' signature: (paths, compiler, config, device, settings,
@@ -75,15 +94,6 @@ graph_labels=, on_stage=, on_record=, should_stop=)."""
 OnStage = Callable[[EvalJob, str], None]
 """Hears each stage of a job as it begins: ``start`` when it gets a device, then the
 evaluation child's stages (``load``, ``compile``, ``measure``, ...)."""
-
-
-def _takes(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` takes the keyword argument ``name``."""
-    try:
-        parameters = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # a callable without a signature: assume not
-        return False
-    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 class Executor(abc.ABC):
@@ -208,7 +218,6 @@ class LocalExecutor(Executor):
         self.slot_cores = slot_cores(len(devices)) if overlap > 1 else [()] * len(devices)
         self._turns: Turns | None = None
         self._evaluate = evaluate
-        self._stoppable = _takes(evaluate, "should_stop")
         self._evaluate_many = evaluate_many
         self._prepare = prepare
         self.prepare_workers = max(0, prepare_workers)
@@ -230,11 +239,9 @@ class LocalExecutor(Executor):
         slot: int | None = None,
         stop: threading.Event | None = None,
     ) -> EvalRecord:
-        """The job's record; raises :class:`EvaluationStopped` where ``stop`` ended it
-        (an ``evaluate`` that takes ``should_stop``; others run to their end)."""
+        """The job's record; raises :class:`EvaluationStopped` where ``stop`` ended it."""
         if on_stage is not None:
             on_stage(job, "start")
-        stopping = {"should_stop": stop.is_set} if stop is not None and self._stoppable else {}
         record = self._evaluate(
             job.item.path,
             job.compiler,
@@ -244,8 +251,8 @@ class LocalExecutor(Executor):
             graph_label=job.item.label,
             on_stage=(lambda stage: on_stage(job, stage)) if on_stage else None,
             **({"prepared": prepared} if prepared is not None else {}),
+            should_stop=stop.is_set if stop is not None else None,
             **self._placement(slot),
-            **stopping,
         )
         record.device = job.device  # the resume key names the device the user asked for
         return record
