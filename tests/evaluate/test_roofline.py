@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 
 import pytest
 import torch
 
-from passnet.evaluate import Ceilings, EvalSettings, ceilings, evaluate_sample, graph_work, roofline
+from passnet.evaluate import (
+    Ceilings,
+    EvalSettings,
+    ceilings,
+    cuda_timer,
+    evaluate_sample,
+    graph_work,
+    roofline,
+)
 from tests.conftest import MLP
 
 LIMITS = Ceilings(device="test", copy_gbps=100.0, matmul_tflops={"float32": 10.0}, launch_us=5.0)
@@ -125,13 +134,7 @@ def test_a_float32_convolution_on_cuda_does_not_run_faster_than_its_floor(
         work = graph_work(conv, [x])
         for _ in range(3):
             conv(x)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(20):
-            conv(x)
-        end.record()
-        torch.cuda.synchronize()
-    ms = start.elapsed_time(end) / 20
+        ms = statistics.median(cuda_timer(conv, [x])[1] for _ in range(20))  # device time
     roof = roofline(work.flops, work.min_bytes, torch.float32, limits, eager_ms=ms,
                     compiled_ms=None, conv_flops=work.conv_flops)  # fmt: skip
     assert roof.math == ("tfloat32" if torch.backends.cudnn.allow_tf32 else "float32")

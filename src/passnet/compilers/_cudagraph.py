@@ -27,6 +27,7 @@ call treats the marked inputs as it treats parameters, in place, never copied.
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -316,11 +317,12 @@ class _Partition:
         return self.fn(list(inputs))
 
     def __call__(self, args: list[Any]) -> Any:
-        if self.owner.launch_all:
+        selecting = self.decision is None and self.owner.selecting
+        if self.owner.launch_all or (self.replayed is None and not selecting):
             return self.fn(args)
-        if self.decision is None and self.owner.selecting:
-            inputs = list(args)
-            args.clear()
+        inputs = list(args)
+        args.clear()  # as the partition function would: the caller's list is consumed
+        if selecting:
             chosen, self.decision = self.owner.select(
                 self._launch, inputs, name=f"{self.owner.name} partition {self.index}"
             )
@@ -328,10 +330,6 @@ class _Partition:
             if self.decision.chosen == "cudagraph":
                 self.replayed = chosen
             return chosen(*inputs)
-        if self.replayed is None:
-            return self.fn(args)
-        inputs = list(args)
-        args.clear()
         return self.replayed(*inputs)
 
 
@@ -455,25 +453,20 @@ class PartitionChoices:
         )
 
 
-_PARTITIONED_KEY: Any = None
-
-
+@functools.cache
 def _partitioned_key() -> Any:
     """The no-op post-grad pass of :meth:`PartitionChoices.cache_options` (made on first
     use: Inductor is imported only by those who compile)."""
-    global _PARTITIONED_KEY
-    if _PARTITIONED_KEY is None:
-        from torch._inductor.custom_graph_pass import CustomGraphPass
+    from torch._inductor.custom_graph_pass import CustomGraphPass
 
-        class PartitionedKey(CustomGraphPass):
-            def __call__(self, graph: torch.fx.Graph) -> None:
-                return None
+    class PartitionedKey(CustomGraphPass):
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            return None
 
-            def uuid(self) -> str:
-                return "passnet.PartitionChoices.v1"
+        def uuid(self) -> str:
+            return "passnet.PartitionChoices.v1"
 
-        _PARTITIONED_KEY = PartitionedKey()
-    return _PARTITIONED_KEY
+    return PartitionedKey()
 
 
 MAX_SHAPES = 8
