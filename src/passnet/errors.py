@@ -132,7 +132,7 @@ class PassLoadError(PassError):
 
 
 class PassRejected(PassError):
-    """A pass violated an integrity rule (design §6)."""
+    """A pass violated an integrity rule (docs/passes.md, "Integrity")."""
 
     status = Status.PASS_REJECTED
 

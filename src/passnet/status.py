@@ -1,4 +1,4 @@
-"""The one status taxonomy of an evaluation (design §5.4) and its ES_t error codes.
+"""The one status taxonomy of an evaluation (docs/scoring.md) and its ES_t error codes.
 
 Every evaluation ends in exactly one :class:`Status`. Error codes map a failing
 status to the tolerance level ``c`` at which ES_t starts to forgive it
@@ -40,7 +40,7 @@ class Status(str, enum.Enum):
 
 
 class Interpretation(str, enum.Enum):
-    """How failing statuses map to ES_t error codes (design §5.4)."""
+    """How failing statuses map to ES_t error codes (docs/scoring.md, "Error codes c_i")."""
 
     DEFAULT = "default"
     """GraphNet/PassNet: accuracy 1; runtime (dtype/shape/nonfinite/timeout too) 2; compile 3."""

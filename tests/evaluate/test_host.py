@@ -1,4 +1,4 @@
-"""The core guard (design §5.3): which cores a GPU worker's timing thread may use, how it
+"""The core guard (docs/evaluation.md): which cores a GPU worker's timing thread may use, how it
 finds a slowed-down core, and how the timing loop measures a round again.
 
 Core speeds are scripted (a fake probe reads them from a table the test changes), and

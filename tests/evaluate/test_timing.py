@@ -1,4 +1,4 @@
-"""The timing loop (design §5.3): statistics, interleaving, re-measurement, adaptive repetition.
+"""The timing loop: statistics, interleaving, re-measurement, adaptive repetition.
 
 A fake timer returns scripted milliseconds, so every case is exact and takes no time.
 """

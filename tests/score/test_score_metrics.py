@@ -1,4 +1,4 @@
-"""S_t, ES_t, AS and friends against hand-computed values (design §5.5)."""
+"""S_t, ES_t, AS and friends against hand-computed values (docs/scoring.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PassAgent and the RL environment (design §8): agents write passes, the harness pays.
+"""PassAgent and the RL environment (docs/agent.md): agents write passes, the harness pays.
 
 One module per concept::
 

@@ -8,7 +8,7 @@ reports about itself, never reaches the reward except through the harness's reco
 
 The reward is the aggregated score AS, with two floors: an evaluation that could not run
 (a broken manifest, no scorable graph) earns ``b``, and so does a pass directory that the
-integrity defenses rejected on any graph (``pass_rejected``; design §6: a pass that
+integrity defenses rejected on any graph (``pass_rejected``; docs/passes.md: a pass that
 cheats never scores). ``b`` is also what an empty pass directory earns (every graph
 ``pass_mismatch``).
 """

@@ -1,4 +1,4 @@
-"""Dataset construction (design §7).
+"""Dataset construction (docs/dataset.md, docs/dataset_decompose.md).
 
 Collect: :func:`extract` graphs from live models, :func:`validate_sample` against the
 five constraints, :func:`graph_hash` / :func:`dedup`, and the SQLite :class:`Catalog`.

@@ -292,7 +292,7 @@ def build_bench(
     catalog: Any = None,
     progress: bool = False,
 ) -> BenchResult:
-    """Assemble PassBench tasks (design §4.2) from subgraph samples into ``out_dir``.
+    """Assemble PassBench tasks (docs/passes.md) from subgraph samples into ``out_dir``.
 
     ``paths``: sample folders, folders searched for samples, or list files. ``stride``
     is σ of the stratified sampling; ``eval_fraction`` the share of operator

@@ -3,7 +3,7 @@
 Two scopes: ``graph`` (the default) takes the whole source samples, so a pass is
 measured end to end on real models; ``site`` takes the subgraphs around the pass's
 matches in them (:mod:`passnet.dataset._sites`), PassBench's unit: variants
-of one subgraph in several shapes and dtypes (design §4.2).
+of one subgraph in several shapes and dtypes (PassNet §3.1).
 
 The task is written by :func:`passnet.task.write_task` (the one task writer); its
 ``task.json`` metadata holds ``builder: "reference"``, the ``pass``, ``scope``,
@@ -60,7 +60,7 @@ def build_reference_task(
     :class:`~passnet.errors.SampleError`, raised before anything is written there.
 
     ``scope="site"`` builds the task from the pass's sites instead (PassBench's
-    unit, design §4.2): every distinct subgraph around a match in the source
+    unit, PassNet §3.1): every distinct subgraph around a match in the source
     samples (written once per canonical hash and sample), at its own shape and
     with its batch symbol scaled by each of ``shape_factors`` (variants the pass
     no longer matches are left out), in every dtype, as

@@ -1,7 +1,7 @@
 """Where a reference pass matches a real graph, cut out as subgraph samples (PassBench's unit).
 
 A PassBench task is a set of *subgraphs* sharing one operator sequence, in several
-shapes and dtypes (PassNet §3.1, design §4.2). :func:`site_subgraphs` makes them
+shapes and dtypes (PassNet §3.1; docs/pass_library.md). :func:`site_subgraphs` makes them
 from the real graphs a reference pass matches: the sample is traced and split into
 units (:func:`passnet.dataset._subgraph.trace_parent`), each rule's pattern is
 matched against it in the pass's rule order (a node claimed by an earlier rule is

@@ -16,7 +16,7 @@ A float32 graph becomes ``dtype`` in one of two ways:
   spell the dtype out (T5's RMSNorm casts to ``torch.float32``, Swin builds its
   window mask with ``dtype=torch.float32``); cast as traced, they mix dtypes and fail.
 
-In both, batch/instance-norm running statistics stay float32 (design §7), and
+In both, batch/instance-norm running statistics stay float32 (docs/dataset_decompose.md), and
 with them that norm's affine weight and bias: mixed-precision batch norm wants its
 parameters in one float32 dtype (CPU kernels insist). If the variant does not run
 that way it is tried keeping only the statistics, then casting everything.

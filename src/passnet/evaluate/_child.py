@@ -1,6 +1,6 @@
 """What runs inside the isolated child process: one graph × one compiler.
 
-Order (design §5.1): load and replay → poison freed memory → compile → compiled
+Order (docs/evaluation.md): load and replay → poison freed memory → compile → compiled
 call on draw 1 (checked) → eager call on draw 1 → compare → interleaved timing →
 compiled and eager on a fresh draw 2 (checked) → compare. The child reports each
 stage to the parent before entering it, so a crash is attributed to its stage.

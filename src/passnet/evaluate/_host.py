@@ -1,4 +1,4 @@
-"""Keep the timing thread on a CPU core that runs at full speed (design §5.3).
+"""Keep the timing thread on a CPU core that runs at full speed (docs/evaluation.md, "Core guard").
 
 Launch-bound GPU graphs run as fast as the core that launches their kernels. On a
 virtual machine a core (a vCPU) can run at half speed for seconds at a time, while
@@ -33,13 +33,13 @@ from passnet.record import HostReport
 __all__ = ["CoreGuard", "HostReference", "core_share", "siblings", "spare_cores"]
 
 PROBE_LOOPS = 2000
-"""Iterations of the probe loop: about 60 µs on the lent H200 host's cores."""
+"""Iterations of the probe loop: about 60 µs on the cores of an H200 VM."""
 
 WAIT_STEP_S = 0.05
 """How long a guard sleeps between probes while every core of its share is slowed down."""
 
 SLOW_FACTOR = 1.35
-"""A core counts as slowed down above this many times the fastest probe. On the lent H200
+"""A core counts as slowed down above this many times the fastest probe. On an H200 VM
 host the probe read 28-39 ns per iteration on a core at full speed and 49-65 ns on a
 slowed one (``benchmarks/results/child_host_state_h200/``); at 1.15 a single probe
 counted as a slowdown in 7-35 % of the checks of most evaluations (78 % in one)

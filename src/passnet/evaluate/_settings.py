@@ -11,7 +11,7 @@ __all__ = ["EvalSettings"]
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """How to evaluate: timing budget, seeds, limits. Defaults follow design §5.3."""
+    """How to evaluate: timing budget, seeds, limits. Defaults: docs/evaluation.md, "Timing"."""
 
     warmup: int = 25
     trials: int = 100

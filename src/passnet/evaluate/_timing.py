@@ -1,4 +1,4 @@
-"""Timing of eager vs compiled (design §5.3).
+"""Timing of eager vs compiled (docs/evaluation.md, "Timing").
 
 One function per clock, one signature: a *timer* takes a callable and returns one
 sample ``(e2e_ms, device_ms | None)``. :func:`measure_interleaved` alternates

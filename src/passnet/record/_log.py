@@ -1,6 +1,6 @@
 """PassNet/GraphNet-compatible log lines rendered from an evaluation record.
 
-The log is a rendering of the record (design §2): GraphNet's ``test_compiler``
+The log is a rendering of the record (docs/scoring.md, "Logs"): GraphNet's ``test_compiler``
 lines (``[Processing]``, ``[Config]``, ``[Datatype]``, ``[Correctness]``,
 ``[Result]``, ``[Performance]``, ``[Speedup]``), PassNet's pass manager lines
 (``[PassMgrBackend] …``, ``Has Any pass matched? […]``), and ``[passnet]`` lines

@@ -1,4 +1,4 @@
-"""The evaluation record: one per graph × compiler × configuration (design §4.4).
+"""The evaluation record: one per graph × compiler × configuration (docs/evaluation.md).
 
 Records are plain dataclasses with a ``schema_version``; :func:`record_from_dict`
 migrates older versions on load. JSON Lines on disk, mirrored in SQLite.
@@ -309,7 +309,7 @@ class PassReport:
 
 @dataclass
 class EvalRecord:
-    """The result of evaluating one graph with one compiler (design §4.4)."""
+    """The result of evaluating one graph with one compiler (docs/evaluation.md, "The record")."""
 
     graph: str
     """Path of the sample folder (as given, or relative to the task)."""

@@ -1,4 +1,4 @@
-"""Deterministic, seeded replay of tensors from metadata (design §4.1).
+"""Deterministic, seeded replay of tensors from metadata (docs/formats.md, "Replay").
 
 Rules, in order of precedence:
 

@@ -1,4 +1,4 @@
-"""S_t, ES_t, AS, fast_p and correctness ratios (design §5.5).
+"""S_t, ES_t, AS, fast_p and correctness ratios (docs/scoring.md).
 
 ES_t is computed twice, as the geometric mean of per-graph error-aware rectified
 speedups and through the factored form α^λ·β^(ληp)·γ_t^(1-λ) (GraphNet eq. 3);

@@ -3,7 +3,7 @@
 A :class:`GraphOutcome` is derived from an :class:`~passnet.evaluate.EvalRecord`:
 status, numeric correctness per tolerance level, one speedup (e2e or device) and
 the task/sample group the graph belongs to. :func:`rectified_speedup` is GraphNet
-eq. (4)/(10) and PassNet eq. (2) (design §5.5).
+eq. (4)/(10) and PassNet eq. (2) (docs/scoring.md, "Per-graph outcome").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed score results and their ``aggregated_score.json`` form (design §4.5)."""
+"""Typed score results and their ``aggregated_score.json`` form (docs/scoring.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The PassBench task layout (design §4.2): write (:func:`write_task`, the one writer every
+"""The PassBench task layout (docs/passes.md): write (:func:`write_task`, the one writer every
 task creator uses), create from samples, load and check task folders, and the rule-order
 manifest of a pass directory (``sorted_output_pass_rule_names.json``)."""
 

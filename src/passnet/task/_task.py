@@ -1,4 +1,4 @@
-"""Tasks in the PassBench layout (design §4.2): the one writer and the one reader.
+"""Tasks in the PassBench layout (docs/passes.md, "The task layout"): the one writer and reader.
 
 ::
 

@@ -1,4 +1,4 @@
-"""Integrity defenses against adversarial pass files (design §6).
+"""Integrity defenses against adversarial pass files (docs/passes.md, "Integrity").
 
 Three layers, one list of what they check and why: :data:`CHECKS`, a tuple of named
 :class:`Check` entries (name, layer, threat, rationale, outcome statuses, red-team

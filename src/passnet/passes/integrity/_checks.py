@@ -1,4 +1,4 @@
-"""The one list of integrity checks: what is checked, in which layer, and why (design §6).
+"""The one list of integrity checks: what is checked, in which layer, and why.
 
 Every defense against adversarial pass files is a named :class:`Check` in :data:`CHECKS`,
 with the threat it catches and its rationale. The name is what the layers emit, so

@@ -1,4 +1,4 @@
-"""Runtime integrity layer: what may reach ATen while a replacement function runs (design §6).
+"""Runtime integrity layer: what may reach ATen while a replacement function runs.
 
 During every call whose outputs are checked (``Compiler.checked_call``) each
 replacement function runs under a :class:`~torch.utils._python_dispatch.TorchDispatchMode`

@@ -1,4 +1,4 @@
-"""The harness's own checks around the compiled calls (design §6, third layer).
+"""The harness's own checks around the compiled calls (docs/passes.md, third layer).
 
 The evaluation child calls the compiled side and eager on clones of the same inputs and
 compares what each did to its arguments and returned: a compiled side that mutates an

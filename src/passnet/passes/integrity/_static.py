@@ -1,4 +1,4 @@
-"""Static integrity inspection of a pass directory (design §6, first layer).
+"""Static integrity inspection of a pass directory (docs/passes.md, first layer).
 
 Every ``.py`` file of the pass directory is parsed with :mod:`ast` and checked;
 nothing is imported or executed, so the judging side can run this on untrusted
