@@ -7,12 +7,12 @@
    ``compile`` (load + compile; ``load`` alone beside it), ``timing`` (the timed calls),
    ``check`` (correctness calls and comparisons), ``start`` (the evaluation children's
    start) and the rest (scoring, the results folder). ``--graphs-per-child 1`` times the
-   evaluator with a fresh child per graph, as before it shared one.
+   evaluator with a fresh child per graph, for comparison.
 2. The library policy (``--policy library``, no model) on the reference tasks, each
    started from an empty pass_dir, with its final AS beside Inductor's AS on the same
    graphs and the task's own reference pass's AS (the first evaluator call).
 
-On a GPU (what the issue's "Measured" asks for; target: <= 20 s per call on one H100)::
+On a GPU (figures in docs/results/agent_latency.md; target: <= 20 s per call on one H100)::
 
     PYTHONPATH=src python3 benchmarks/agent_latency.py --device cuda --work /tmp/agent-lat
 

@@ -1,4 +1,4 @@
-"""Harness benchmark (figures in docs/evaluation.md, "Results").
+"""Harness benchmark (figures in docs/results/harness_h200.md).
 
 On the 29 dev samples, eager vs a compiler (default inductor), warmup 25, trials 100:
   * wall time per graph and its split (process start, load, compile, measure);

@@ -1,5 +1,5 @@
 """Throughput of evaluation on one host: sequential, with prepare workers, on several GPUs,
-and what prepare workers do to the timing (figures in docs/scale.md, "Results").
+and what prepare workers do to the timing (docs/results/prepare_workers_h100.md).
 
 Each phase is one ``passnet eval`` process with its own, empty Inductor and Triton caches
 (as a first run on a machine would have), its wall time and records kept in ``--work``::

@@ -14,8 +14,8 @@ on one machine, and prints:
   of the graphs both finished, never worse than both by more than noise, and its AS at
   least the better of the two.
 
-``--noise`` (default 0.03) is the repeat-run maximum of docs/evaluation.md: two runs of
-the same command differ per graph by up to ~3 % on the lent GPUs.
+``--noise`` (default 0.03) is the repeat-run maximum of docs/results/harness_h200.md: two runs of
+the same command differ per graph by up to ~3 % on the GPUs measured.
 
     python3 benchmarks/scg_compare.py benchmarks/results/scg_h100 --json summary.json
 

@@ -2,7 +2,7 @@
 """Why does a replacement cost more between a graph's own ops than in a loop? (GPU)
 
 A lean replacement call costs about 40 µs of host time inside a real graph against
-13-20 µs in a loop (docs/pass_library.md, "What a replacement costs inside a graph").
+13-20 µs in a loop (docs/results/pass_library_h200.md, "What a replacement costs ...").
 This script looks for where that goes, and whether cold caches (CPU caches and TLBs
 emptied by the graph's other ops) are the cause. For each case the rewritten graph (lean
 launches, as ``pass_mgr`` runs it on CUDA) is stamped around every node

@@ -11,7 +11,7 @@ up-projection is also the residual::
 
 Why this rule exists: on these graphs every eager operation and every replacement call
 costs host time (a replacement about 40 µs between a real graph's operations on an
-H200, an eager operation 10-13 µs; docs/pass_library.md, "What a replacement costs
+H200, an eager operation 10-13 µs; docs/results/pass_library_h200.md, "What a replacement costs
 inside a graph"), and the GPU is mostly idle. ``FusedLinearBiasGelu`` alone replaces two
 operations and is slower than eager there; this rule replaces six with one call and (on
 the dev samples' sizes) one launch.
