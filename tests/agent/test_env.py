@@ -96,6 +96,7 @@ def test_an_episode_with_the_real_tools_and_the_reward_from_the_harness(mlp_task
     obs, _, _, _, info = env.step(_call("pass_evaluator"))
     assert "pass_rejected" in obs.messages[0]["content"] and info["evaluation"].rejected
     assert info["evaluation"].reward == MIN_REWARD and info["evaluation"].outcome == "rejected"
+    assert "reward -1.0000 (a pass was rejected" in obs.messages[0]["content"]
     assert env.best_files is not None  # the best whole-task evaluation's pass_dir is kept
 
     obs, reward, terminated, truncated, info = env.step(_call("submit"))
