@@ -125,6 +125,11 @@ def test_the_reward_comes_from_the_isolated_harness_and_the_server_never_imports
             server, "POST", "/evaluate", _submission("mlp", {MANIFEST_FILE: '["Missing"]'})
         )
         assert status == 200 and body["reward"] == MIN_REWARD, body
+        assert body["outcome"] == "unevaluable" and "no file Missing.py" in body["problem"]
+        broken = {"Bad.py": "def pattern(:\n", MANIFEST_FILE: '["Bad"]'}  # does not parse
+        status, body, _ = _request(server, "POST", "/evaluate", _submission("mlp", broken))
+        assert status == 200 and body["reward"] == MIN_REWARD, body
+        assert body["outcome"] == "rejected"
     finally:
         server.close()
     assert not marker.exists()
