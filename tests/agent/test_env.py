@@ -4,11 +4,21 @@ run in test_loop.py does.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from passnet.agent import SYSTEM_PROMPT, TOOLS, AgentError, EnvConfig, PassEnv, ToolCall
+from passnet.agent import (
+    MIN_REWARD,
+    SYSTEM_PROMPT,
+    TOOL_REGISTRY,
+    TOOLS,
+    AgentError,
+    EnvConfig,
+    PassEnv,
+    ToolCall,
+)
 from passnet.task import MANIFEST_FILE
 from tests.agent.conftest import EXPLOITS, fast_settings
 
@@ -85,12 +95,14 @@ def test_an_episode_with_the_real_tools_and_the_reward_from_the_harness(mlp_task
     env.step(_call("file_editor", command="create", path=MANIFEST_FILE, file_text='["Cheat"]'))
     obs, _, _, _, info = env.step(_call("pass_evaluator"))
     assert "pass_rejected" in obs.messages[0]["content"] and info["evaluation"].rejected
-    assert info["evaluation"].reward == pytest.approx(B)
+    assert info["evaluation"].reward == MIN_REWARD and info["evaluation"].outcome == "rejected"
+    assert "reward -1.0000 (a pass was rejected" in obs.messages[0]["content"]
     assert env.best_files is not None  # the best whole-task evaluation's pass_dir is kept
 
     obs, reward, terminated, truncated, info = env.step(_call("submit"))
     assert terminated and not truncated and info["stop_reason"] == "submitted"
-    assert reward == pytest.approx(B) and env.final is not None and env.final.rejected
+    assert reward == MIN_REWARD and env.final is not None and env.final.rejected
+    assert env.best_reward == pytest.approx(B)  # the empty evaluation's, not the cheat's
     assert obs.messages[0]["content"].startswith("final evaluation (submitted)")
     assert (tmp_path / "mlp_task" / "pass_dir" / "Cheat.py").exists() is False
     with pytest.raises(AgentError, match="has ended"):
@@ -110,7 +122,7 @@ def test_invalid_actions_in_a_row_end_the_episode(mlp_task, config, tmp_path):
     env.step("words")
     obs, reward, terminated, truncated, info = env.step(ToolCall("z", "file_editor", "[]"))
     assert truncated and not terminated and info["stop_reason"] == "format_errors"
-    assert reward == pytest.approx(B) and env.steps == 6
+    assert reward == MIN_REWARD and env.steps == 6
 
 
 def test_the_step_budget_truncates_with_the_floor_reward(mlp_task, config, tmp_path):
@@ -121,7 +133,7 @@ def test_the_step_budget_truncates_with_the_floor_reward(mlp_task, config, tmp_p
         _call("file_editor", command="view", path=".")
     )
     assert truncated and not terminated and info["stop_reason"] == "max_steps"
-    assert reward == pytest.approx(B) and env.final is None
+    assert reward == MIN_REWARD and env.final is None
 
 
 def test_end_from_outside_names_a_known_reason(mlp_task, config, tmp_path):
@@ -130,7 +142,7 @@ def test_end_from_outside_names_a_known_reason(mlp_task, config, tmp_path):
     with pytest.raises(AgentError, match="unknown stop reason"):
         env.end("bored")
     env.end("max_tokens")
-    assert env.done and env.stop_reason == "max_tokens" and env.reward == pytest.approx(B)
+    assert env.done and env.stop_reason == "max_tokens" and env.reward == MIN_REWARD
 
 
 def test_a_graph_name_the_task_lacks_is_a_tool_error_listing_the_graphs(mlp_task, config, tmp_path):
@@ -139,3 +151,29 @@ def test_a_graph_name_the_task_lacks_is_a_tool_error_listing_the_graphs(mlp_task
     obs, _, _, _, info = env.step(_call("inspect_graph", graph="resnet"))
     assert "no graph 'resnet'" in obs.messages[0]["content"]
     assert "graphs/sadhaklal_mlp-iris" in info["error"]
+
+
+def test_reset_offers_each_registered_tools_schema(mlp_task, config, tmp_path):
+    env = PassEnv(config, workdir=tmp_path)
+    obs = env.reset(mlp_task)
+    assert obs.tools == tuple(TOOL_REGISTRY.get(n).schema() for n in TOOL_REGISTRY.names())
+
+
+def test_an_unknown_tool_is_an_error_observation_and_never_a_submission(mlp_task, config, tmp_path):
+    env = PassEnv(dataclasses.replace(config, max_format_errors=10), workdir=tmp_path)
+    env.reset(mlp_task)
+    for name in ("submit_now", "Submit", "", "passnet.agent._tools:Submit"):
+        obs, reward, terminated, truncated, info = env.step(ToolCall("u", name, "{}"))
+        (message,) = obs.messages
+        assert message["role"] == "tool" and message["tool_call_id"] == "u"
+        assert message["content"].startswith(f"Error: unknown tool {name!r}")
+        assert (reward, terminated, truncated) == (0.0, False, False)
+        assert info["error"] and info["evaluation"] is None
+    assert not env.done and env.final is None and env.evaluations == []
+    # malformed arguments of a known tool: an error too, and the episode goes on
+    obs, _, terminated, truncated, info = env.step(ToolCall("m", "submit", "{not json"))
+    assert "not valid JSON" in obs.messages[0]["content"] and not (terminated or truncated)
+    assert env.final is None and env.evaluations == []
+    # a valid call after them still works
+    obs, _, terminated, _, _ = env.step(_call("file_editor", command="view", path="."))
+    assert not terminated and MANIFEST_FILE in obs.messages[0]["content"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from passnet.agent import TOOL_NAMES, Trajectory, episode_name, read_trajectories
+from passnet.agent import MIN_REWARD, TOOL_NAMES, Trajectory, episode_name, read_trajectories
 from passnet.passes.integrity import CHECKS, get_check
 from passnet.record import read_records
 from passnet.score import compute_scores
@@ -114,6 +114,7 @@ def _files_of(folder: Path) -> list[tuple[str, str]]:
 
 
 def _cheat_script(exploit: str) -> list[Reply]:
+    """Write the files of a red-team pass folder (``exploits/<name>``), then submit."""
     creates = [
         call("file_editor", command="create", path=name, file_text=text)
         for name, text in _files_of(EXPLOITS / exploit)
@@ -157,7 +158,11 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> AgentRun:
         ],
         **PROTOCOL,
     }
+    # the red-team suite's honest pass on its graph: correct, but its interpreted Triton
+    # kernel is far slower than eager relu on 64x64 (AS far below b), beside the cheats
+    scripts["slow-honest"] = _cheat_script("../honest/triton_relu")
     tasks = {"honest": create_task(root / "honest", [OPT], name="honest").path}
+    tasks["slow-honest"] = create_task(root / "slow-honest", [relu], name="slow-honest").path
     for name in PROTOCOL:
         tasks[name] = create_task(root / name, [MLP], name=name).path
     for check, exploit in {**REJECTING, **BY_CORRECTNESS}.items():
@@ -241,11 +246,34 @@ def test_an_honest_triton_pass_scores_above_the_floor(agent_run: AgentRun):
 def test_a_pass_caught_by_each_rejecting_check_earns_the_minimum(agent_run: AgentRun, check: str):
     t = agent_run.trajectories[f"cheat-{check}"]
     assert t.stop_reason == "submitted"
-    assert t.reward == pytest.approx(B), _tool_texts(t)[-1]
+    assert t.reward == MIN_REWARD, _tool_texts(t)[-1]
     records = agent_run.records_of_final(f"cheat-{check}")
     assert [r.status.value for r in records] == ["pass_rejected"], _tool_texts(t)[-1]
     if get_check(check).layer == "harness":
         assert any(f.startswith(f"{check}: ") for f in records[0].integrity)
+
+
+def test_an_honest_pass_far_slower_than_eager_earns_more_than_every_rejected_cheat(
+    agent_run: AgentRun,
+):
+    slow = agent_run.trajectories["slow-honest"]
+    records = agent_run.records_of_final("slow-honest")
+    assert [r.status.value for r in records] == ["ok"], _tool_texts(slow)[-1]
+    assert records[0].speedup_e2e is not None and records[0].speedup_e2e < B
+    assert 0 < slow.reward < B  # slower than the score's failure penalty, and still it ran
+    for check in REJECTING:  # the same graph: every cheat was rejected, and earns less
+        assert agent_run.trajectories[f"cheat-{check}"].reward < slow.reward, check
+
+
+def test_export_by_default_keeps_the_episodes_whose_passes_ran(agent_run: AgentRun, tmp_path):
+    out = tmp_path / "default.jsonl"
+    cmd = [sys.executable, "-m", "passnet.cli", "agent", "export", str(agent_run.out)]
+    done = subprocess.run([*cmd, "--out", str(out)], env=subprocess_env(), capture_output=True)
+    assert done.returncode == 0, done.stderr
+    ran = [t for t in agent_run.trajectories.values() if t.reward > MIN_REWARD]
+    assert len(ran) < len(agent_run.trajectories)  # the rejected cheats are left out
+    exported = [json.loads(x)["messages"] for x in out.read_text().splitlines()]
+    assert sorted(map(json.dumps, exported)) == sorted(json.dumps(t.messages) for t in ran)
 
 
 @pytest.mark.parametrize("check", sorted(BY_CORRECTNESS))
@@ -266,7 +294,8 @@ def test_a_misbehaving_model_ends_cleanly_with_the_right_stop_reason(
 ):
     t = agent_run.trajectories[name]
     assert t.stop_reason == EXPECTED_STOP[name]
-    assert t.reward == pytest.approx(B)
+    # nothing submitted earns the minimum; "outside" submits an empty pass_dir: AS = b
+    assert t.reward == (pytest.approx(B) if name == "outside" else MIN_REWARD)
     texts = _tool_texts(t)
     users = [m["content"] for m in t.messages[2:] if m["role"] == "user"]
     if name == "malformed":

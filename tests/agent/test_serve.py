@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from passnet.agent import RewardServer, ServeConfig
+from passnet.agent import MIN_REWARD, RewardServer, ServeConfig
 from passnet.evaluate import evaluate_sample
 from passnet.runner import LocalExecutor
 from passnet.task import MANIFEST_FILE
@@ -112,13 +112,24 @@ def test_the_reward_comes_from_the_isolated_harness_and_the_server_never_imports
         status, body, _ = _request(server, "POST", "/evaluate", sub)
         assert status == 200, body
         assert body["statuses"] == {"graphs/sadhaklal_mlp-iris": "pass_rejected"}
-        assert body["rejected"] and body["reward"] == pytest.approx(B)
+        assert body["rejected"] and body["outcome"] == "rejected"
+        assert body["reward"] == MIN_REWARD  # a rejected pass earns less than any that runs
         assert "1. matching" in body["diagnostics"] and "3. performance" in body["diagnostics"]
         status, body, _ = _request(
             server, "POST", "/evaluate", _submission("mlp", {MANIFEST_FILE: "[]"})
         )
         assert status == 200 and body["statuses"] == {"graphs/sadhaklal_mlp-iris": "pass_mismatch"}
         assert body["es"]["-5"] == pytest.approx(B) and body["as"] == pytest.approx(B)
+        assert body["outcome"] == "ran" and body["reward"] == pytest.approx(B)  # empty: AS = b
+        status, body, _ = _request(  # a manifest naming a rule that is not there
+            server, "POST", "/evaluate", _submission("mlp", {MANIFEST_FILE: '["Missing"]'})
+        )
+        assert status == 200 and body["reward"] == MIN_REWARD, body
+        assert body["outcome"] == "unevaluable" and "no file Missing.py" in body["problem"]
+        broken = {"Bad.py": "def pattern(:\n", MANIFEST_FILE: '["Bad"]'}  # does not parse
+        status, body, _ = _request(server, "POST", "/evaluate", _submission("mlp", broken))
+        assert status == 200 and body["reward"] == MIN_REWARD, body
+        assert body["outcome"] == "rejected"
     finally:
         server.close()
     assert not marker.exists()

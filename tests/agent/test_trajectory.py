@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from passnet.agent import Trajectory, append_trajectory, export_trajectories, read_trajectories
+from passnet.agent import (
+    MIN_REWARD,
+    Trajectory,
+    append_trajectory,
+    export_trajectories,
+    read_trajectories,
+)
+from passnet.cli import main
 from passnet.errors import InputFormatError
 
 
@@ -75,3 +82,15 @@ def test_export_filters_by_reward_in_both_formats(tmp_path):
     assert [c["name"] for c in calls] == ["submit", "submit"]
     with pytest.raises(ValueError, match="unknown export format"):
         export_trajectories([path], out, min_reward=0, fmt="alpaca")
+
+
+def test_export_by_default_keeps_every_episode_whose_passes_ran_and_no_other(tmp_path, capsys):
+    path = tmp_path / "trajectories.jsonl"
+    # rejected / unevaluable / never submitted, then passes that ran: slow honest, empty, fast
+    for reward in (MIN_REWARD, 1e-4, 0.1, 1.7):
+        append_trajectory(path, _trajectory(reward, f"/tasks/{reward}"))
+    out = tmp_path / "sft.jsonl"
+    assert export_trajectories([path], out) == 3
+    assert main(["agent", "export", str(tmp_path), "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 3
+    assert "exported 3 trajectories with reward >= 0" in capsys.readouterr().out

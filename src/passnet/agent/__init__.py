@@ -3,8 +3,8 @@
 One module per concept::
 
     _workspace   the episode's private pass_dir copy and the file_editor commands
-    _tools       the four tools' OpenAI function schemas; tool calls and their arguments
-    _evaluator   the reward: a real evaluation of a pass_dir on a task (AS, ES_t, floor b)
+    _tools       the tools, each registered once (schema and handler); tool calls, arguments
+    _evaluator   the reward: a real evaluation of a pass_dir on a task (AS, or MIN_REWARD)
     _errors      AgentError
     _diagnostics pass_evaluator's three-stage answer (matching, correctness, performance)
     _inspect     inspect_graph: operations, shapes, dtypes, Inductor's kernels
@@ -25,10 +25,13 @@ from passnet.agent._diagnostics import render_evaluation
 from passnet.agent._env import STOP_REASONS, EnvConfig, Observation, PassEnv
 from passnet.agent._errors import AgentError
 from passnet.agent._evaluator import (
+    MIN_REWARD,
+    OUTCOMES,
     Evaluation,
     evaluate_pass_dir,
     local_executor,
     quick_settings,
+    reward_of,
 )
 from passnet.agent._inspect import inspect_graph
 from passnet.agent._library_policy import (
@@ -48,8 +51,18 @@ from passnet.agent._policy import (
 )
 from passnet.agent._prompt import SYSTEM_PROMPT, task_dtypes, task_messages
 from passnet.agent._serve import RewardServer, ServeConfig
-from passnet.agent._tools import TOOL_NAMES, TOOLS, ToolCall, parse_call
+from passnet.agent._tools import (
+    TOOL_NAMES,
+    TOOL_REGISTRY,
+    TOOLS,
+    Tool,
+    ToolCall,
+    get_tool,
+    parse_call,
+    register_tool,
+)
 from passnet.agent._trajectory import (
+    DEFAULT_MIN_REWARD,
     TRAJECTORIES_FILE,
     Trajectory,
     append_trajectory,
@@ -60,10 +73,14 @@ from passnet.agent._verifiers import load_environment
 from passnet.agent._workspace import ToolError, Workspace
 
 __all__ = [
+    "DEFAULT_MIN_REWARD",
+    "MIN_REWARD",
+    "OUTCOMES",
     "STOP_REASONS",
     "SYSTEM_PROMPT",
     "TOOLS",
     "TOOL_NAMES",
+    "TOOL_REGISTRY",
     "TRAJECTORIES_FILE",
     "AgentError",
     "AgentRunSummary",
@@ -77,6 +94,7 @@ __all__ = [
     "PolicyReply",
     "RewardServer",
     "ServeConfig",
+    "Tool",
     "ToolCall",
     "ToolError",
     "Trajectory",
@@ -88,6 +106,7 @@ __all__ = [
     "episode_name",
     "evaluate_pass_dir",
     "export_trajectories",
+    "get_tool",
     "inspect_graph",
     "load_environment",
     "local_executor",
@@ -96,8 +115,10 @@ __all__ = [
     "pattern_ops",
     "quick_settings",
     "read_trajectories",
+    "register_tool",
     "render_evaluation",
     "require_openai",
+    "reward_of",
     "run_agent",
     "run_episode",
     "task_dtypes",

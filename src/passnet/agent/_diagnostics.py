@@ -144,9 +144,10 @@ def _performance(evaluation: Evaluation) -> list[str]:
         lines.append(f"  AS = {evaluation.as_score:.4f}")
     if evaluation.problem:
         lines.append(f"  {evaluation.problem}")
-    note = (
-        " (a pass was rejected by the integrity checks: the floor b)" if evaluation.rejected else ""
-    )
+    note = {
+        "rejected": " (a pass was rejected by the integrity checks: the minimum reward)",
+        "unevaluable": " (nothing could be evaluated: the minimum reward)",
+    }.get(evaluation.outcome, "")
     lines.append(f"  reward {evaluation.reward:.4f}{note}")
     return lines
 

@@ -15,8 +15,12 @@ or the text of a reply that called no tool. The observation is the list of messa
 append to the conversation (a ``tool`` message answering the call, or a ``user`` message
 asking for a tool call). The reward is 0 until the episode ends; then it is the reward of
 a fresh evaluation of the submitted pass directory with full timing
-(:func:`~passnet.agent.evaluate_pass_dir`: AS, or the floor ``b``), or ``b`` when the
-episode ended without a submission (a budget ran out). ``info`` holds ``tool``,
+(:func:`~passnet.agent.evaluate_pass_dir`: AS when the passes ran, or
+:data:`~passnet.agent.MIN_REWARD` when they were rejected or could not be evaluated), or
+:data:`~passnet.agent.MIN_REWARD` when the episode ended without a submission (a budget
+ran out). Tools are found by lookup in the tool registry: an unknown tool or malformed
+arguments are answered with an error and the episode goes on (until
+``max_format_errors`` in a row); only the ``submit`` tool submits. ``info`` holds ``tool``,
 ``error`` (why the call failed, or None), ``evaluation`` (the
 :class:`~passnet.agent.Evaluation` of ``pass_evaluator`` and ``submit``), ``as`` and
 ``es`` (AS and ES_t per t of that evaluation), ``steps`` and ``stop_reason``.
@@ -32,17 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from passnet.agent._diagnostics import render_evaluation
 from passnet.agent._errors import AgentError
 from passnet.agent._evaluator import (
+    MIN_REWARD,
     Evaluation,
     evaluate_pass_dir,
     local_executor,
     quick_settings,
 )
-from passnet.agent._inspect import inspect_graph
 from passnet.agent._prompt import task_dtypes, task_messages
-from passnet.agent._tools import TOOLS, ToolCall, parse_call
+from passnet.agent._tools import TOOLS, ToolCall, get_tool, parse_call
 from passnet.agent._workspace import ToolError, Workspace
 from passnet.errors import PassnetError
 from passnet.evaluate import EvalSettings
@@ -82,7 +85,9 @@ class EnvConfig:
     eval_settings: EvalSettings | None = None
     """How ``pass_evaluator`` evaluates (None: :func:`quick_settings` of ``final_settings``)."""
     b: float = 0.1
-    """The score's b, and the floor reward (a rejected pass, no submission)."""
+    """The score's b: what a failing graph scores in ES_t (an empty pass directory's AS).
+    The reward of a rejected or unevaluable pass, or of no submission, is
+    :data:`~passnet.agent.MIN_REWARD`, whatever b is."""
     max_observation_chars: int = 12000
     inspect_timeout_s: float = 600.0
 
@@ -188,27 +193,29 @@ class PassEnv:
                 info["error"] = problem
                 content = f"Error: {problem}"
             else:
+                tool = get_tool(action.name)
+                assert tool is not None  # parse_call answered unknown names
                 self._invalid = 0
                 try:
-                    content, evaluation = self._run_tool(action.name, args)
+                    content, evaluation = tool().run(self, args)
                 except (ToolError, PassnetError, OSError) as exc:
                     # a tool that cannot do what was asked answers so; the episode goes on
                     content, evaluation = f"Error: {exc}", None
                     info["error"] = str(exc)
                 info["evaluation"] = evaluation
-                terminated = action.name == "submit"
+                terminated = tool.ends_episode
             message = {"role": "tool", "tool_call_id": call_id, "content": self._cap(content)}
         evaluation = info["evaluation"]
         info["as"] = evaluation.as_score if evaluation is not None else None
         info["es"] = evaluation.es if evaluation is not None else {}
         truncated = False
         if terminated:
-            self._finish("submitted", self.final.reward if self.final else self.config.b)
+            self._finish("submitted", self.final.reward if self.final else MIN_REWARD)
         else:
             reason = self._budget_exhausted()
             if reason is not None:
                 truncated = True
-                self._finish(reason, self.config.b)
+                self._finish(reason, MIN_REWARD)
         info["steps"] = self.steps
         info["stop_reason"] = self.stop_reason
         reward = self.reward if (terminated or truncated) else 0.0
@@ -216,13 +223,13 @@ class PassEnv:
 
     def end(self, stop_reason: str) -> None:
         """End the episode from outside (a token budget, a failing endpoint): truncated,
-        reward ``b``."""
+        reward :data:`~passnet.agent.MIN_REWARD` (nothing submitted)."""
         if stop_reason not in STOP_REASONS:
             raise AgentError(
                 f"unknown stop reason {stop_reason!r}; known: {', '.join(STOP_REASONS)}"
             )
         if not self.done:
-            self._finish(stop_reason, self.config.b)
+            self._finish(stop_reason, MIN_REWARD)
 
     def close(self) -> None:
         """End any episode; release the executor and remove the working folder if this
@@ -264,44 +271,11 @@ class PassEnv:
             return text
         return text[:limit] + f"\n... ({len(text) - limit} characters cut)"
 
-    def _run_tool(self, name: str, args: dict[str, Any]) -> tuple[str, Evaluation | None]:
-        assert self.workspace is not None
-        ws = self.workspace
-        if name == "file_editor":
-            command = args["command"]
-            path = args["path"]
-            if command == "view":
-                return ws.view(path, args.get("view_range")), None
-            if command == "create":
-                return ws.create(path, args.get("file_text")), None
-            if command == "str_replace":
-                return ws.str_replace(path, args.get("old_str"), args.get("new_str")), None
-            if command == "insert":
-                return ws.insert(path, args.get("insert_line"), args.get("new_str")), None
-            return ws.undo_edit(path), None
-        if name == "inspect_graph":
-            entry, path = self._graph(args["graph"])
-            max_nodes = max(1, min(int(args.get("max_nodes", 200)), 5000))
-            text = inspect_graph(
-                path,
-                entry,
-                device=self.config.device,
-                max_nodes=max_nodes,
-                timeout_s=self.config.inspect_timeout_s,
-            )
-            return text, None
-        if name == "pass_evaluator":
-            graphs = args.get("graphs")
-            if graphs is not None:
-                graphs = [self._graph(g)[0] for g in graphs]
-            evaluation = self._evaluate(self.config.tool_settings, graphs, "quick")
-            return render_evaluation(evaluation, self.dtypes, heading="pass_evaluator"), evaluation
-        evaluation = self._evaluate(self.config.final_settings, None, "final")
-        self.final = evaluation
-        text = render_evaluation(evaluation, self.dtypes, heading="final evaluation (submitted)")
-        return text, evaluation
+    # -- what the tools use (passnet.agent._tools) ------------------------------------
 
-    def _graph(self, raw: str) -> tuple[str, Path]:
+    def resolve_graph(self, raw: str) -> tuple[str, Path]:
+        """The task's graph entry and folder a tool argument names (its entry, the entry
+        without ``graphs/``, its folder name or its index); a :class:`ToolError` otherwise."""
         assert self.task is not None
         entries = list(self.task.graph_entries)
         text = str(raw).strip().rstrip("/")
@@ -310,7 +284,9 @@ class PassEnv:
                 return entry, self.task.graphs[i]
         raise ToolError(f"no graph {raw!r} in the task; its graphs: {', '.join(entries)}")
 
-    def _evaluate(self, settings: EvalSettings, graphs: list[str] | None, kind: str) -> Evaluation:
+    def evaluate(self, settings: EvalSettings, graphs: list[str] | None, kind: str) -> Evaluation:
+        """Evaluate the episode's pass directory (``kind``: ``quick`` or ``final``, the name
+        of its results folder) and keep the best whole-task evaluation's files."""
         assert self.task is not None and self.workspace is not None and self.episode_dir
         index = len(self.evaluations) + 1
         evaluation = evaluate_pass_dir(

@@ -6,11 +6,15 @@ own; the scores come from the records (:func:`passnet.score.compute_scores`). No
 the pass directory contains is imported or run here: what it computes, and what it
 reports about itself, never reaches the reward except through the harness's records.
 
-The reward is the aggregated score AS, with two floors: an evaluation that could not run
-(a broken manifest, no scorable graph) earns ``b``, and so does a pass directory that the
-integrity defenses rejected on any graph (``pass_rejected``; docs/passes.md: a pass that
-cheats never scores). ``b`` is also what an empty pass directory earns (every graph
-``pass_mismatch``).
+The reward is the aggregated score AS of the records when the submitted passes ran
+(every graph evaluated, none ``pass_rejected``, something to score), and
+:data:`MIN_REWARD` otherwise: a pass directory that the integrity defenses rejected on any
+graph (a pass that cheats never scores), one that could not be evaluated at all (a broken
+manifest, a file that does not parse or import: ``pass_rejected`` too), or one with
+nothing to score. AS is a weighted geometric mean of positive numbers, so it is above 0
+for every pass that runs, however slow, and :data:`MIN_REWARD` (-1) is strictly below it:
+cheating never pays more than honest work. An empty pass directory (every graph
+``pass_mismatch``) runs and earns AS = ``b``.
 """
 
 from __future__ import annotations
@@ -37,9 +41,36 @@ from passnet.score import ScoreReport, compute_scores
 from passnet.status import Status
 from passnet.task import TASK_COMPILER, Task
 
-__all__ = ["Evaluation", "evaluate_pass_dir", "local_executor", "quick_settings"]
+__all__ = [
+    "MIN_REWARD",
+    "OUTCOMES",
+    "Evaluation",
+    "evaluate_pass_dir",
+    "local_executor",
+    "quick_settings",
+    "reward_of",
+]
 
 log = logging.getLogger(__name__)
+
+
+MIN_REWARD = -1.0
+"""What an episode earns when no submitted pass ran: the passes were rejected, the pass
+directory could not be evaluated or scored, or nothing was submitted. Strictly below every
+AS (AS > 0; in floating point AS >= 0, the exponential of a finite mean)."""
+
+OUTCOMES = ("ran", "rejected", "unevaluable")
+"""What became of an evaluated pass directory (:attr:`Evaluation.outcome`): its passes
+ran (reward AS), the integrity defenses rejected them on a graph, or nothing could be
+evaluated or scored (both: :data:`MIN_REWARD`)."""
+
+
+def reward_of(records: Sequence[EvalRecord], score: ScoreReport | None) -> float:
+    """The reward of an evaluation: AS of ``score`` when the passes ran, else
+    :data:`MIN_REWARD` (a record ``pass_rejected``, or no score)."""
+    if score is None or any(r.status is Status.PASS_REJECTED for r in records):
+        return MIN_REWARD
+    return score.score
 
 
 QUICK_GRAPHS_PER_CHILD = 64
@@ -89,7 +120,7 @@ class Evaluation:
     records: tuple[EvalRecord, ...]
     """One per graph evaluated, in the task's order."""
     reward: float
-    """What the environment pays: AS, or ``b`` (see the module docstring)."""
+    """What the environment pays: AS, or :data:`MIN_REWARD` (see the module docstring)."""
     score: ScoreReport | None = None
     """The score of the records (None when nothing could be scored)."""
     problem: str | None = None
@@ -113,6 +144,13 @@ class Evaluation:
     def rejected(self) -> bool:
         """The integrity defenses rejected the passes on at least one graph."""
         return any(r.status is Status.PASS_REJECTED for r in self.records)
+
+    @property
+    def outcome(self) -> str:
+        """One of :data:`OUTCOMES`: ``ran``, ``rejected`` or ``unevaluable``."""
+        if self.rejected:
+            return "rejected"
+        return "unevaluable" if self.score is None else "ran"
 
     def phase_seconds(self) -> dict[str, float]:
         """Seconds summed over the records, split into ``start`` (the evaluation child's
@@ -169,7 +207,9 @@ def evaluate_pass_dir(
     config = {**task.compiler_config(), "pass_dir": str(pass_dir)}
 
     def ended(problem: str, records: tuple[EvalRecord, ...] = ()) -> Evaluation:
-        return Evaluation(records, b, None, problem, time.perf_counter() - t0, settings, out_dir)
+        return Evaluation(
+            records, MIN_REWARD, None, problem, time.perf_counter() - t0, settings, out_dir
+        )
 
     if not items:
         return ended("no graph of the task was selected")
@@ -194,6 +234,5 @@ def evaluate_pass_dir(
         report = compute_scores(records, b=b, score_id=task.name, group_of=lambda r: task.name)
     except ValueError as exc:
         return ended(f"nothing to score: {exc}", records)
-    rejected = any(r.status is Status.PASS_REJECTED for r in records)
-    reward = b if rejected else report.score
+    reward = reward_of(records, report)
     return Evaluation(records, reward, report, None, time.perf_counter() - t0, settings, out_dir)

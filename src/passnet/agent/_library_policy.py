@@ -8,8 +8,8 @@ files and the manifest with ``file_editor``, calls ``pass_evaluator``, and remov
 files again (``undo_edit`` of their creation: a rule file the manifest does not list would
 be inspected as a helper). It adapts what it keeps from the evaluations: only rules that
 matched somewhere (and the sibling rules they import), only passes whose evaluation beat
-the floor ``b`` (an empty pass
-directory's score); several kept passes are evaluated together and kept together only
+``b`` (an empty pass directory's AS; a rejected pass earns
+:data:`~passnet.agent.MIN_REWARD`, below it); several kept passes are evaluated together and kept together only
 when that scores better than the best one alone. Then it submits. Its trajectories are
 real episodes, and its reward a real score.
 """

@@ -6,8 +6,12 @@ API (JSON in and out; every request but ``/health`` needs ``Authorization: Beare
     GET  /tasks      {"tasks": [{"name", "graphs": [...], "dtypes": {...}}]}
     POST /evaluate   {"task": NAME, "files": {"MyPass.py": "...", "sorted_output_pass_rule_names.json": "[...]"},
                       "timing": "full" | "quick", "graphs": [...] (optional)}
-                  -> {"task", "reward", "as", "es": {"-5": ...}, "rejected", "problem",
-                      "statuses": {graph: status}, "diagnostics": TEXT, "elapsed_s"}
+                  -> {"task", "reward", "outcome", "as", "es": {"-5": ...}, "rejected",
+                      "problem", "statuses": {graph: status}, "diagnostics": TEXT, "elapsed_s"}
+
+``reward`` is the environment's (:func:`~passnet.agent.evaluate_pass_dir`): AS when the
+passes ran, :data:`~passnet.agent.MIN_REWARD` when they were rejected or could not be
+evaluated; ``outcome`` says which (``ran``, ``rejected``, ``unevaluable``).
 
 Limits: a request body larger than ``max_request_bytes`` is refused (413) before it is
 read; at most ``max_concurrent`` evaluations run at once and ``max_pending`` wait for a
@@ -244,6 +248,7 @@ class RewardServer:
             return {
                 "task": task.name,
                 "reward": ev.reward,
+                "outcome": ev.outcome,
                 "as": ev.as_score,
                 "es": {str(t): v for t, v in ev.es.items()},
                 "rejected": ev.rejected,

@@ -12,7 +12,9 @@ episode, ``steps`` the actions taken, ``tokens`` the tokens the model used, ``pa
 the final files (name → text). Lines are written by the one JSON Lines writer
 (:func:`passnet.record.append_jsonl`: whole, fsync'ed lines) and read by the one reader.
 
-:func:`export_trajectories` turns the episodes that earned at least a reward into a
+:func:`export_trajectories` turns the episodes that earned at least a reward (by default
+:data:`DEFAULT_MIN_REWARD`, 0: every episode whose submitted passes ran, none that earned
+:data:`~passnet.agent.MIN_REWARD`: rejected, unevaluable, nothing submitted) into a
 fine-tuning set: ``openai`` (``{"messages", "tools"}`` per line, OpenAI's chat fine-tuning
 format with tools) or ``sharegpt`` (LLaMA-Factory's ShareGPT with ``function_call`` and
 ``observation`` turns).
@@ -30,6 +32,7 @@ from typing import Any
 from passnet.record import append_jsonl, read_jsonl
 
 __all__ = [
+    "DEFAULT_MIN_REWARD",
     "TRAJECTORIES_FILE",
     "Trajectory",
     "append_trajectory",
@@ -41,6 +44,10 @@ log = logging.getLogger(__name__)
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 EXPORT_FORMATS = ("openai", "sharegpt")
+DEFAULT_MIN_REWARD = 0.0
+"""The export's default threshold: above :data:`~passnet.agent.MIN_REWARD` (-1, what a
+rejected, unevaluable or unsubmitted pass earns) and at most any AS (> 0), so it keeps
+exactly the episodes whose submitted passes ran."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,11 @@ def _sharegpt(t: Trajectory) -> dict[str, Any]:
 
 
 def export_trajectories(
-    sources: Iterable[str | Path], out: str | Path, *, min_reward: float, fmt: str = "openai"
+    sources: Iterable[str | Path],
+    out: str | Path,
+    *,
+    min_reward: float = DEFAULT_MIN_REWARD,
+    fmt: str = "openai",
 ) -> int:
     """Write the episodes of ``sources`` (``trajectories.jsonl`` files or folders holding
     one) with ``reward >= min_reward`` to ``out`` in ``fmt``; returns how many."""

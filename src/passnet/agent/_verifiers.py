@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from passnet.agent._env import EnvConfig, PassEnv
-from passnet.agent._evaluator import local_executor
+from passnet.agent._evaluator import MIN_REWARD, local_executor
 from passnet.agent._prompt import task_dtypes, task_messages
 from passnet.agent._tools import TOOLS, ToolCall
 from passnet.agent._workspace import Workspace
@@ -112,11 +112,11 @@ class EpisodeBridge:
         return env is None or env.done
 
     def reward(self, key: str) -> float:
-        """The episode's reward: final if it ended, else the floor ``b`` (not submitted)."""
+        """The episode's reward: final if it ended, else :data:`MIN_REWARD` (not submitted)."""
         env = self._envs.get(key)
         if env is None:
-            return self.config.b
-        return env.reward if env.done else self.config.b
+            return MIN_REWARD
+        return env.reward if env.done else MIN_REWARD
 
     def close(self, key: str) -> None:
         with self._lock:
@@ -151,7 +151,7 @@ def load_environment(
     **env_kwargs: Any,
 ) -> Any:
     """A ``vf.MultiTurnEnv`` over ``tasks`` (task folders): one rollout is one PassEnv episode,
-    its reward the episode's (AS of the submitted passes, or ``b``). Extra keyword arguments
+    its reward the episode's (AS of the submitted passes, or :data:`MIN_REWARD`). Extra keyword arguments
     go to the verifiers environment (``system_prompt`` is already in each prompt)."""
     vf, Dataset = _require_verifiers()
     config = EnvConfig(device=device, max_steps=max_steps)
@@ -160,7 +160,7 @@ def load_environment(
 
     async def passnet_reward(state: Any = None, **_: Any) -> float:
         # kept in the state: the rubric scores after the rollout's cleanup closed the episode
-        return float(state.get(_REWARD, config.b)) if state else config.b
+        return float(state.get(_REWARD, MIN_REWARD)) if state else MIN_REWARD
 
     class PassnetEnv(vf.MultiTurnEnv):
         async def setup_state(self, state: Any, **kwargs: Any) -> Any:

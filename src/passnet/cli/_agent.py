@@ -122,14 +122,15 @@ def _cmd_run(args: argparse.Namespace, console: Any) -> int:
 def _cmd_export(args: argparse.Namespace, console: Any) -> int:
     from pathlib import Path
 
-    from passnet.agent import TRAJECTORIES_FILE, export_trajectories
+    from passnet.agent import DEFAULT_MIN_REWARD, TRAJECTORIES_FILE, export_trajectories
 
     for source in args.sources:
         path = Path(source)
         if not (path / TRAJECTORIES_FILE if path.is_dir() else path).is_file():
             raise PassnetError(f"no {TRAJECTORIES_FILE} there", file=source)
-    count = export_trajectories(args.sources, args.out, min_reward=args.min_reward, fmt=args.format)
-    console.print(f"exported {count} trajectories with reward >= {args.min_reward} to {args.out}")
+    min_reward = DEFAULT_MIN_REWARD if args.min_reward is None else args.min_reward
+    count = export_trajectories(args.sources, args.out, min_reward=min_reward, fmt=args.format)
+    console.print(f"exported {count} trajectories with reward >= {min_reward:g} to {args.out}")
     return 0
 
 
@@ -232,7 +233,14 @@ def add_commands(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="run folders or trajectories.jsonl")
-    p.add_argument("--min-reward", type=float, default=0.0, help="keep reward >= X (default: 0)")
+    p.add_argument(
+        "--min-reward",
+        type=float,
+        default=None,
+        metavar="X",
+        help="keep the episodes with reward >= X (default: 0, every episode whose submitted "
+        "passes ran: a rejected or unevaluable pass, or no submission, earns -1)",
+    )
     p.add_argument("--format", choices=("openai", "sharegpt"), default="openai")
     p.add_argument("--out", required=True, help="output JSON Lines file")
     p.set_defaults(func=_cmd_export)

@@ -82,9 +82,11 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise PassnetError(
             f"--warmup/--trials/--timeout/--threads/--graphs-per-child/--max-measure-s: {exc}"
         ) from exc
-    from passnet.compilers import COMPILERS
+    from passnet.evaluate import check_compiler
 
-    COMPILERS.get(args.compiler)  # an unknown name fails here, listing the known ones
+    # An unknown name fails here, listing the known ones; a file.py:Class is imported and
+    # checked in a child process, never in this one.
+    check_compiler(args.compiler, check_config=False)
     config = _parse_config(args.config)
     runs = _eval_targets(args.paths, args.compiler, config, args.out)
     # Every error of the command stops it before any graph runs: the configuration of
@@ -92,7 +94,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     # and each run's samples are checked first.
     planned = []
     for paths, run_config, out_dir, score_dir in runs:
-        COMPILERS.get(args.compiler).check_config(run_config)
+        check_compiler(args.compiler, run_config)
         items = plan_items(paths)
         if not items:
             raise PassnetError(
@@ -212,9 +214,9 @@ def _eval_targets(
                 f"{Path(out) / clash[0]}; evaluate them with separate --out folders"
             )
     runs = []
-    from passnet.compilers import COMPILERS
+    from passnet.evaluate import check_compiler
 
-    applies_passes = COMPILERS.get(compiler).applies_passes
+    applies_passes = check_compiler(compiler, check_config=False).applies_passes
     for t in tasks:
         task = load_task(t)
         task_cfg = dict(config)
@@ -349,7 +351,10 @@ def add_commands(subparsers: Any) -> None:
         help="sample folder, folder searched recursively, list file, or task",
     )
     p.add_argument(
-        "--compiler", default="inductor", help="registered compiler name (default: inductor)"
+        "--compiler",
+        default="inductor",
+        help="registered compiler name, or path/file.py:Class (imported only in child "
+        "processes) (default: inductor)",
     )
     p.add_argument(
         "--device", default="cpu", help="cpu, cuda (all local GPUs) or cuda:N (default: cpu)"

@@ -24,18 +24,22 @@ from passnet.compilers._cudagraph import (
     select_cudagraph,
     split_reason,
 )
+from passnet.compilers._info import CompilerInfo, compiler_info, is_code_spec
 
 __all__ = [
     "COMPILERS",
     "GraphedCall",
     "Compiler",
+    "CompilerInfo",
     "PartitionChoices",
     "PerShape",
     "has_symbolic_sizes",
     "capture_graph",
+    "is_code_spec",
     "is_module_state",
     "mark_module_state",
     "compile_warm",
+    "compiler_info",
     "create_compiler",
     "register_compiler",
     "select_cudagraph",

@@ -1,6 +1,7 @@
 """One graph × one compiler: the isolated child, correctness, timing → :class:`~passnet.record.EvalRecord`."""
 
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
+from passnet.evaluate._compiler_check import check_compiler
 from passnet.evaluate._evaluate import (
     EvaluationStopped,
     evaluate_sample,
@@ -54,6 +55,7 @@ __all__ = [
     "available_bytes",
     "cache_counters",
     "ceilings",
+    "check_compiler",
     "check_fits",
     "cpu_timer",
     "cuda_timer",

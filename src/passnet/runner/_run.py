@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 
 from passnet.errors import DeviceUnavailable, SampleError, StoreError
-from passnet.evaluate import EvalSettings, probe_device, spare_cores
+from passnet.evaluate import EvalSettings, check_compiler, probe_device, spare_cores
 from passnet.record import EvalRecord, compiler_config_hash, render_log
 from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_devices
 from passnet.runner._plan import WorkItem
@@ -115,9 +115,8 @@ _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 def check_device(compiler: str, device: str, config: dict[str, Any] | None = None) -> None:
     """Refuse, before anything runs, a device this machine lacks or the compiler (so
-    configured) cannot use."""
-    from passnet.compilers import COMPILERS
-
+    configured) cannot use. A compiler given as a code spec is checked in a child process
+    (:func:`~passnet.evaluate.check_compiler`), never imported here."""
     if not _DEVICE.fullmatch(device):
         raise DeviceUnavailable(
             f"unknown device {device!r}: expected cpu, cuda or cuda:N", device=device
@@ -128,7 +127,8 @@ def check_device(compiler: str, device: str, config: dict[str, Any] | None = Non
             f"(torch {torch.__version__}, built with CUDA {torch.version.cuda or 'none'})",
             device=device,
         )
-    if COMPILERS.get(compiler).needs_cuda(config or {}) and not device.startswith("cuda"):
+    needs_cuda = check_compiler(compiler, config, check_config=False).needs_cuda
+    if needs_cuda and not device.startswith("cuda"):
         settings = " with " + ", ".join(f"{k}={v}" for k, v in config.items()) if config else ""
         raise DeviceUnavailable(
             f"compiler {compiler!r}{settings} needs a CUDA device; run it with --device cuda",
@@ -251,9 +251,7 @@ def run_evaluations(
     if problem is not None:
         raise DeviceUnavailable(problem, device=device)
     # A key the compiler does not take is a mistake in the command, not a column of records.
-    from passnet.compilers import COMPILERS
-
-    COMPILERS.get(compiler).check_config(compiler_config)
+    check_compiler(compiler, compiler_config)
     store = ResultStore(out_dir)
     try:
         todo, done = _pending(store, items, compiler, compiler_config, device, settings)
