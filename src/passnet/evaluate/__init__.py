@@ -1,6 +1,7 @@
 """One graph × one compiler: the isolated child, correctness, timing → :class:`~passnet.record.EvalRecord`."""
 
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
+from passnet.evaluate._contention import ContentionMonitor, open_contention_monitor
 from passnet.evaluate._evaluate import (
     EvaluationStopped,
     evaluate_sample,
@@ -46,6 +47,7 @@ __all__ = [
     "FORKSERVER_PRELOAD",
     "Ceilings",
     "ChildOutcome",
+    "ContentionMonitor",
     "CoreGuard",
     "EvalSettings",
     "PrepareOutcome",
@@ -72,6 +74,7 @@ __all__ = [
     "mentions_host_oom",
     "no_randomization_for_exec",
     "open_clock_monitor",
+    "open_contention_monitor",
     "process_alive",
     "pin_to_one_core",
     "prepare_sample",

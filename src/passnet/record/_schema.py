@@ -28,6 +28,7 @@ __all__ = [
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
+    "CpuContention",
     "GpuReport",
     "HostReport",
     "KernelProfile",
@@ -149,6 +150,30 @@ class HostReport:
     probe_median_ns: float | None = None
     """Median of the current core's probes before and after each round: the host's speed
     while timing, where ``probe_ns`` is its best."""
+
+
+@dataclass
+class CpuContention:
+    """CPU timing: how long the evaluation's threads waited for a core while the graph was
+    timed (the kernel's per-thread run-queue wait, ``/proc/self/task/*/schedstat``), read
+    after warm-up and after each round of timed calls
+    (:mod:`passnet.evaluate._contention`)."""
+
+    wait_fraction: float
+    """Run-queue wait / (time on a core + run-queue wait), summed over the process's threads
+    and the timed rounds: the share of the time the threads were ready to run but another
+    process had the core."""
+    worst_round_wait_fraction: float
+    """The same over the worst round alone."""
+    rounds: int
+    """Rounds of timed calls read (re-measurements included)."""
+    on_cpu_ms: float
+    waited_ms: float
+    threshold: float
+    """``contended`` is ``wait_fraction > threshold``."""
+    contended: bool
+    """Other processes competed for the cores while timing: the medians, and the speedup,
+    are not this graph's alone."""
 
 
 @dataclass
@@ -340,6 +365,9 @@ class EvalRecord:
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     gpu: GpuReport | None = None
     """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    cpu_contention: CpuContention | None = None
+    """CPU timing where the kernel keeps scheduler statistics: whether other processes
+    competed for the cores while the graph was timed; None otherwise and in older records."""
     roofline: Roofline | None = None
     """The graph's hardware floor and the fraction of it each side reached (timed runs);
     None when untimed or not measured."""
@@ -383,6 +411,17 @@ class EvalRecord:
         sample changed in between (a fixed sample evaluated again).
         """
         return (self.graph, self.compiler, self.compiler_config_hash, self.device)
+
+    def timing_remarks(self) -> list[str]:
+        """What makes this record's timing doubtful, in words (empty when nothing does): a
+        side still unstable after its retries, other processes competing for the CPU."""
+        remarks = []
+        if (self.eager and self.eager.unstable) or (self.compiled and self.compiled.unstable):
+            remarks.append("unstable timing")
+        cpu = self.cpu_contention
+        if cpu is not None and cpu.contended:
+            remarks.append(f"CPU contended: threads waited {cpu.wait_fraction:.0%} for a core")
+        return remarks
 
     def correct_at(self, t: int) -> bool:
         """Numerically correct at tolerance level t (t > 1 uses the t = 1 check)."""
