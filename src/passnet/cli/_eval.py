@@ -265,7 +265,7 @@ def _floor(r: Any) -> str:
     roof = r.roofline
     if roof is None or roof.compiled_fraction is None:
         return "-"
-    return f"{roof.bound} {roof.compiled_fraction:.1%}"
+    return f"{roof.bound} {roof.share(roof.compiled_fraction)}"
 
 
 def _note(r: Any, replay: bool, kernels: bool) -> str:

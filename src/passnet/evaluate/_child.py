@@ -33,7 +33,7 @@ from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
 from passnet.evaluate._memory import bound_memory, check_fits, out_of_host_memory
 from passnet.evaluate._prepare import cache_counters
-from passnet.evaluate._roofline import ceilings, graph_work, roofline
+from passnet.evaluate._roofline import checked_roofline, graph_work
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -491,14 +491,12 @@ def _roofline(
         def median(side: Any) -> float:
             return (side.device or side.e2e).median_ms
 
-        found = roofline(
-            work.flops,
-            work.min_bytes,
+        found = checked_roofline(
+            work,
             dtype,
-            ceilings(device),
+            device,
             eager_ms=median(timings["eager"]),
             compiled_ms=median(timings["compiled"]),
-            conv_flops=work.conv_flops,
         )
     except Exception as exc:  # noqa: BLE001 - an optional figure: the result stands without it
         log.warning("no roofline: %s: %s", type(exc).__name__, exc)

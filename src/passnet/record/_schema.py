@@ -224,6 +224,22 @@ class Roofline:
     """Whose rate that is: the graph's dtype, ``tfloat32`` for a float32 graph whose work
     may all run on TF32 tensor cores, ``float32+tfloat32`` where part of it may."""
     launch_us: float = 0.0
+    ceilings_measured_at: str = ""
+    """When the ceilings used were measured (UTC, ISO 8601; "" for ceilings cached before
+    this was kept, and in records of older versions)."""
+    ceilings_remeasured: bool = False
+    """A side ran faster than the floor of the cached ceilings, so they were measured again
+    (at most once per ten minutes per machine) and the floor recomputed."""
+    floor_exceeded: bool = False
+    """A side still ran faster than the floor: a ceiling is too low (measured under load) or
+    the work is not bound by it (data that stays in a cache moves faster than a large copy).
+    The fraction above 1 is kept, but printed as ``above floor``, never as above 100 %."""
+
+    def share(self, fraction: float | None) -> str:
+        """A side's fraction of the floor in words: ``-``, ``37.5%``, or ``above floor``."""
+        if fraction is None:
+            return "-"
+        return "above floor" if fraction > 1 else f"{fraction:.1%}"
 
 
 @dataclass

@@ -125,8 +125,8 @@ def _fraction_key(record: EvalRecord) -> float:
 
 
 def _fraction(record: EvalRecord) -> str:
-    value = _fraction_key(record)
-    return "-" if value < 0 else f"{value:.1%}"
+    roof = record.roofline
+    return roof.share(roof.compiled_fraction) if roof else "-"
 
 
 def _summary(name: str, report: ScoreReport | None, records: Sequence[EvalRecord]) -> str:
