@@ -9,9 +9,12 @@ nanoseconds on a core, nanoseconds waiting in a run queue), so the harness can t
 contended measurement from a slow graph, whatever the graph does: a graph that is slow
 by itself runs, it does not wait.
 
-:class:`ContentionMonitor` reads those counters after warm-up and after each round of
-timed calls (where the GPU clock monitor reads its clocks on CUDA), and reports the
-share of the threads' time spent waiting (:class:`~passnet.record.CpuContention`).
+:class:`ContentionMonitor` reads those counters before and after warm-up and after each
+round of timed calls (where the GPU clock monitor reads its clocks on CUDA), and reports
+the share of the threads' time spent waiting (:class:`~passnet.record.CpuContention`).
+Warm-up counts too: the kernel brings a running thread's counters up to date only at its
+scheduler ticks and switches, so the timed rounds of a graph of a few microseconds can
+all read zero.
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ def measure_interleaved(
     ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
     after warm-up and after each round, outside the timed calls; ``contention``
     (:class:`~passnet.evaluate._contention.ContentionMonitor`) reads the process's
-    scheduler counters at the same points.
+    scheduler counters at the same points and before warm-up.
 
     ``max_measure_s`` bounds the measuring after warm-up: an extra series or a
     re-measurement starts only if, at the pace of the series before it, it ends within
@@ -301,6 +301,8 @@ def measure_interleaved(
     """
     if guard is not None:
         guard.settle()
+    if contention is not None:  # warm-up is read too: the timed rounds of a graph of a few
+        contention.sample()  # microseconds can all fall between two scheduler ticks
     _warm_up(fns, timer, warmup, min_warmup_s)
     if clocks is not None:
         clocks.sample()

@@ -156,17 +156,18 @@ class HostReport:
 class CpuContention:
     """CPU timing: how long the evaluation's threads waited for a core while the graph was
     timed (the kernel's per-thread run-queue wait, ``/proc/self/task/*/schedstat``), read
-    after warm-up and after each round of timed calls
+    before and after warm-up and after each round of timed calls
     (:mod:`passnet.evaluate._contention`)."""
 
     wait_fraction: float
-    """Run-queue wait / (time on a core + run-queue wait), summed over the process's threads
-    and the timed rounds: the share of the time the threads were ready to run but another
+    """Run-queue wait / (time on a core + run-queue wait), summed over the process's threads,
+    the warm-up and the timed rounds: the share of the time the threads were ready to run but another
     process had the core."""
     worst_round_wait_fraction: float
-    """The same over the worst round alone."""
+    """The same over the worst round alone (the warm-up counts as one)."""
     rounds: int
-    """Rounds of timed calls read (re-measurements included)."""
+    """Intervals read: the warm-up and each round of timed calls (re-measurements
+    included)."""
     on_cpu_ms: float
     waited_ms: float
     threshold: float
