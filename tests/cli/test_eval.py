@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -332,6 +333,7 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
     rec = evaluate_sample(MLP, "eager", settings=fast)
     assert rec.eager is not None and rec.compiled is not None
     rec.eager.unstable = rec.compiled.unstable = False  # whatever this machine's load did
+    rec.cpu_contention = None
 
     def printed(records: list[EvalRecord]) -> str:
         console = Console(record=True, width=240)
@@ -357,6 +359,31 @@ def test_the_summary_has_an_optional_column_only_where_it_was_asked_for(
     rec.gpu = GpuReport(4, 1755.0, 1410, 1980, 1980, reasons=["sw_power_cap"])
     rec.gpu.below_limit_samples = 3
     assert "unstable timing; GPU clock down to 1410/1980 MHz (sw_power_cap); " in printed([rec])
+
+
+def test_the_summary_says_which_graphs_were_timed_under_cpu_contention(
+    fast: EvalSettings,
+) -> None:
+    from rich.console import Console
+
+    from passnet.cli._eval import _print_summary
+    from passnet.record import CpuContention
+
+    quiet = evaluate_sample(MLP, "eager", settings=fast)
+    assert quiet.eager is not None and quiet.compiled is not None
+    quiet.eager.unstable = quiet.compiled.unstable = False
+    quiet.cpu_contention = CpuContention(0.03, 0.05, 10, 20.0, 0.6, 0.1, False)
+    busy = dataclasses.replace(
+        quiet, graph="busy", cpu_contention=CpuContention(0.41, 0.7, 10, 20.0, 13.9, 0.1, True)
+    )
+    console = Console(record=True, width=240)
+    _print_summary([quiet, busy], console)
+    lines = console.export_text().splitlines()
+    assert "CPU contended: threads waited 41% for a core" in next(
+        line for line in lines if "busy" in line
+    )
+    assert not any("CPU contended" in line for line in lines if "mlp" in line)
+    assert any("1 of 2 graphs were timed while other processes competed" in x for x in lines)
 
 
 def test_tables_written_to_a_file_keep_long_graph_names_whole(tmp_path: Path, capsys) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
+import os
 import statistics
 
 import pytest
@@ -12,10 +14,13 @@ import torch
 from passnet.evaluate import (
     Ceilings,
     EvalSettings,
+    Work,
     ceilings,
+    checked_roofline,
     cuda_timer,
     evaluate_sample,
     graph_work,
+    measure_ceilings,
     roofline,
 )
 from tests.conftest import MLP
@@ -139,3 +144,127 @@ def test_a_float32_convolution_on_cuda_does_not_run_faster_than_its_floor(
                     compiled_ms=None, conv_flops=work.conv_flops)  # fmt: skip
     assert roof.math == ("tfloat32" if torch.backends.cudnn.allow_tf32 else "float32")
     assert roof.bound == "compute" and roof.eager_fraction <= 1.0, (ms, roof)
+
+
+# A graph of 1 GFLOP and 1 MB timed at 10 ms (eager) and 5 ms (compiled).
+WORK = Work(flops=1e9, min_bytes=10**6)
+TOO_LOW = Ceilings("test", copy_gbps=0.01, matmul_tflops={"float32": 0.001}, launch_us=5.0)
+# floor at TOO_LOW: max(1e9 / 1e9 s, 1e6 / 1e7 s) = 1 s, far above both medians
+GOOD = Ceilings("test", copy_gbps=100.0, matmul_tflops={"float32": 1.0}, launch_us=4.0)
+# floor at GOOD: max(1 ms, 0.01 ms) = 1 ms: compiled reaches 20 %
+
+
+def _now(seconds_ago: float = 0.0) -> str:
+    moment = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds_ago)
+    return moment.isoformat(timespec="seconds")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The ceilings cache in ``tmp_path``; ``measured`` lists the (fake) measurements made."""
+    import passnet.evaluate._roofline as module
+
+    path = tmp_path / "ceilings-test.json"
+    monkeypatch.setattr(module, "_cache_file", lambda device: path)
+    state = {"path": path, "measured": [], "next": GOOD}
+
+    def fake(device: str) -> Ceilings:
+        found = dataclasses.replace(state["next"], measured_at=_now())
+        state["measured"].append(found)
+        return found
+
+    monkeypatch.setattr(module, "measure_ceilings", fake)
+    return state
+
+
+def _cached(state, limits: Ceilings) -> None:
+    state["path"].write_text(json.dumps(dataclasses.asdict(limits)))
+
+
+def test_a_too_low_cached_ceiling_is_measured_again_and_the_floor_recomputed(cache) -> None:
+    _cached(cache, dataclasses.replace(TOO_LOW, measured_at=_now(3600)))
+    found = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    assert len(cache["measured"]) == 1
+    assert found.ceilings_remeasured and not found.floor_exceeded
+    assert found.compiled_fraction == pytest.approx(0.2) and found.eager_fraction == 0.1
+    assert found.ceilings_measured_at == cache["measured"][0].measured_at
+    kept = Ceilings(**json.loads(cache["path"].read_text()))
+    assert kept.copy_gbps == 100.0 and kept.matmul_tflops == {"float32": 1.0}
+    assert kept.launch_us == 4.0 and kept.merged == 1
+    # the next graph finds good ceilings: nothing measured again
+    again = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    assert len(cache["measured"]) == 1 and not again.ceilings_remeasured
+
+
+def test_a_floor_still_beaten_after_measuring_again_is_marked_and_the_best_rates_kept(
+    cache,
+) -> None:
+    better_than_new = dataclasses.replace(TOO_LOW, copy_gbps=0.02, measured_at=_now(3600))
+    _cached(cache, better_than_new)
+    cache["next"] = TOO_LOW  # measured under load again
+    found = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    assert found.ceilings_remeasured and found.floor_exceeded
+    assert found.compiled_fraction > 1  # the figure is kept; printed as "above floor"
+    assert found.share(found.compiled_fraction) == "above floor"
+    assert Ceilings(**json.loads(cache["path"].read_text())).copy_gbps == 0.02  # the best
+
+
+def test_ceilings_measured_recently_are_not_measured_again_the_graph_is_marked(cache) -> None:
+    _cached(cache, dataclasses.replace(TOO_LOW, measured_at=_now(60)))
+    found = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    assert cache["measured"] == []  # bounded: at most one re-measurement per interval
+    assert found.floor_exceeded and not found.ceilings_remeasured
+
+
+def test_a_floor_not_beaten_measures_nothing_again(cache) -> None:
+    _cached(cache, dataclasses.replace(GOOD, measured_at=""))  # an old cache: time unknown
+    found = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    assert cache["measured"] == [] and not found.floor_exceeded
+    assert found.ceilings_measured_at == ""
+    assert found.share(found.eager_fraction) == "10.0%" and found.share(None) == "-"
+
+
+def test_the_child_roofline_of_a_graph_beating_a_too_low_ceiling_is_marked(cache) -> None:
+    from types import SimpleNamespace
+
+    from passnet.evaluate._child import _roofline
+
+    _cached(cache, dataclasses.replace(TOO_LOW, measured_at=_now(1)))
+    side = SimpleNamespace(device=None, e2e=SimpleNamespace(median_ms=0.05))
+    found = _roofline(
+        torch.nn.Linear(64, 64), [torch.randn(8, 64)], "cpu", {"eager": side, "compiled": side}
+    )
+    assert found is not None and found["floor_exceeded"] is True
+    assert found["ceilings_measured_at"] != ""
+
+
+def test_measured_ceilings_say_when_and_under_what_load(tmp_path, monkeypatch) -> None:
+    import passnet.evaluate._roofline as module
+
+    monkeypatch.setattr(module, "_copy_seconds", lambda nbytes, device: 0.01)
+    monkeypatch.setattr(module, "_matmul_tflops", lambda device, dtype, tf32=False: 0.5)
+    found = measure_ceilings("cpu")
+    assert found.age_s() < 60 and found.cpus == os.cpu_count()
+    assert found.loadavg_1min is not None and found.loadavg_1min >= 0
+    assert found.wait_fraction is None or 0 <= found.wait_fraction <= 1
+    assert found.merged == 0
+    old = {
+        k: v
+        for k, v in dataclasses.asdict(found).items()
+        if k in ("device", "copy_gbps", "matmul_tflops", "launch_us")
+    }
+    assert Ceilings(**old).age_s() == float("inf")  # a cache written before the time was kept
+
+
+def test_a_floor_exceeded_is_printed_as_such_never_above_100_percent(cache) -> None:
+    from types import SimpleNamespace
+
+    from passnet.agent._diagnostics import _roofline_line
+    from passnet.cli._eval import _floor
+    from passnet.report._html import _fraction
+
+    _cached(cache, dataclasses.replace(TOO_LOW, measured_at=_now(60)))
+    found = checked_roofline(WORK, torch.float32, "cpu", eager_ms=10.0, compiled_ms=5.0)
+    record = SimpleNamespace(roofline=found)
+    for text in (_floor(record), _fraction(record), _roofline_line(found)):
+        assert "above floor" in text and "%" not in text.replace("above floor", "")

@@ -309,11 +309,29 @@ def test_json_dict_keeps_passnet_fields_and_round_trips():
         "speedup_kind": "e2e",
         "count_sample_errors": False,
         "p_fast": 1.0,
+        "weights": "passnet",
     }
     for key in ("fast_p", "fast_0", "gmean_speedup", "subgraph_correctness_ratio"):
         assert key in d
     assert d["n_graphs"] == 5 and d["n_excluded"] == 0
     assert ScoreReport.from_json_dict(d) == report
+    del d["params"]["weights"]  # a score file written before the choice existed
+    assert ScoreReport.from_json_dict(d).params.weights == "passnet"
+
+
+def test_graphnet_weights_are_graphnets_table():
+    report = compute_scores(five_graphs(), weights="graphnet")
+    raw = {t: 0.001 for t in (-10, -9, -8)} | {-7: 0.13, -6: 0.40}
+    raw |= {t: 0.48 for t in range(-5, 5)}
+    assert report.weights == raw and report.params.weights == "graphnet"
+    total = sum(raw.values())
+    expected = math.prod(report.es[t] ** (w / total) for t, w in raw.items())
+    assert report.score == pytest.approx(expected, rel=1e-12)
+    assert report.score != pytest.approx(compute_scores(five_graphs()).score, rel=1e-3)
+    with pytest.raises(ValueError, match="t = -10..4 only"):
+        compute_scores(five_graphs(), weights="graphnet", interpretation="mismatch_extended")
+    with pytest.raises(ValueError, match="weights must be one of"):
+        compute_scores(five_graphs(), weights="equal")
 
 
 def test_aggregate_weights_cover_both_interpretations():

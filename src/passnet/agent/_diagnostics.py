@@ -155,13 +155,10 @@ def _performance(evaluation: Evaluation) -> list[str]:
 def _roofline_line(roof: Roofline) -> str:
     """The floor of one call of the graph and how close each side came to it."""
 
-    def share(fraction: float | None) -> str:
-        return "-" if fraction is None else f"{fraction:.1%}"
-
     return (
         f"    floor {roof.floor_ms:.4f} ms, {roof.bound}-bound ({roof.flops / 1e9:.3g} GFLOP, "
-        f"{roof.min_bytes / 1e6:.3g} MB at least): compiled reaches {share(roof.compiled_fraction)}"
-        f" of it, eager {share(roof.eager_fraction)}"
+        f"{roof.min_bytes / 1e6:.3g} MB at least): compiled reaches "
+        f"{roof.share(roof.compiled_fraction)} of it, eager {roof.share(roof.eager_fraction)}"
     )
 
 

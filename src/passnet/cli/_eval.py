@@ -252,6 +252,13 @@ def _print_summary(records: list[Any], console: Console) -> None:
         cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
         table.add_row(*cells, _floor(r), _note(r, replay, kernels))
+    contended = sum(1 for r in records if r.cpu_contention and r.cpu_contention.contended)
+    if contended:
+        table.caption = (
+            f"{contended} of {len(records)} graphs were timed while other processes competed "
+            "for the CPU: their speedups are not theirs alone (measure them again on a quiet "
+            "machine)"
+        )
     console.print(table)
 
 
@@ -260,7 +267,7 @@ def _floor(r: Any) -> str:
     roof = r.roofline
     if roof is None or roof.compiled_fraction is None:
         return "-"
-    return f"{roof.bound} {roof.compiled_fraction:.1%}"
+    return f"{roof.bound} {roof.share(roof.compiled_fraction)}"
 
 
 def _note(r: Any, replay: bool, kernels: bool) -> str:
@@ -268,7 +275,7 @@ def _note(r: Any, replay: bool, kernels: bool) -> str:
     no replay, no profile)."""
     if r.error:
         return r.error.message.splitlines()[0][:120] if r.error.message else r.error.type
-    notes = ["unstable timing"] if _unstable(r) else []
+    notes = r.timing_remarks()
     if r.gpu and r.gpu.below_limit_samples:
         why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
         notes.append(f"GPU clock down to {r.gpu.sm_mhz_min}/{r.gpu.sm_mhz_limit} MHz{why}")
@@ -281,10 +288,6 @@ def _note(r: Any, replay: bool, kernels: bool) -> str:
 
 def _x(speedup: float | None) -> str:
     return f"{speedup:.3f}" if speedup else "-"
-
-
-def _unstable(r: Any) -> bool:
-    return bool((r.eager and r.eager.unstable) or (r.compiled and r.compiled.unstable))
 
 
 def _result_file(stem: str, suffix: str, compiler: str, task: bool) -> str:

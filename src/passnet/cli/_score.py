@@ -20,6 +20,7 @@ examples:
   passnet score runs/inductor                       # results folder (results.jsonl)
   passnet score runs/inductor/results.jsonl --b 0.1 --p 0 --json aggregated_score.json
   passnet score eval.log --interpretation mismatch_extended --speedup device
+  passnet score runs/inductor --weights graphnet    # AS with GraphNet's level weights
 """
 
 PLOT_EXAMPLES = """\
@@ -31,6 +32,7 @@ examples:
 
 def _cmd_score(args: argparse.Namespace, console: Console) -> int:
     from passnet.score import (
+        aggregate_weights,
         compute_scores,
         default_group_of,
         load_records,
@@ -38,6 +40,10 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
         write_score,
     )
 
+    try:  # a usage error, found before any input is read
+        aggregate_weights(args.interpretation, args.weights)
+    except ValueError as exc:
+        raise PassnetError(f"--weights {args.weights}: {exc}") from exc
     inputs = _distinct_inputs(args.inputs)
     records, source_of = [], {}
     for src in inputs:
@@ -61,6 +67,7 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
             count_sample_errors=args.count_sample_errors,
             score_id=score_id,
             group_of=group_of,
+            weights=args.weights,
         )
     except ValueError as exc:  # b or p out of range, nothing to score, several runs mixed, ...
         raise PassnetError(str(exc), inputs=" ".join(args.inputs)) from exc
@@ -186,6 +193,13 @@ def add_commands(subparsers: Any) -> None:
         "--count-sample-errors",
         action="store_true",
         help="score sample errors as b instead of excluding them",
+    )
+    p.add_argument(
+        "--weights",
+        default="passnet",
+        choices=["passnet", "graphnet"],
+        help="AS's weights over the levels t: PassNet appendix E (default) or those of "
+        "GraphNet's aggregate_es_scores (t = -10..4, interpretation default only)",
     )
     p.add_argument("--json", default=None, metavar="FILE", help="write aggregated_score.json here")
     p.add_argument(

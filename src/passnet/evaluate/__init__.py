@@ -2,6 +2,7 @@
 
 from passnet.evaluate._child import gc_paused, measure_sides, pin_to_one_core, timing_cores
 from passnet.evaluate._compiler_check import check_compiler
+from passnet.evaluate._contention import ContentionMonitor, open_contention_monitor
 from passnet.evaluate._evaluate import (
     EvaluationStopped,
     evaluate_sample,
@@ -33,8 +34,10 @@ from passnet.evaluate._roofline import (
     Ceilings,
     Work,
     ceilings,
+    checked_roofline,
     graph_work,
     measure_ceilings,
+    remeasure_ceilings,
     roofline,
     tf32_switches,
 )
@@ -47,6 +50,7 @@ __all__ = [
     "FORKSERVER_PRELOAD",
     "Ceilings",
     "ChildOutcome",
+    "ContentionMonitor",
     "CoreGuard",
     "EvalSettings",
     "PrepareOutcome",
@@ -57,6 +61,7 @@ __all__ = [
     "ceilings",
     "check_compiler",
     "check_fits",
+    "checked_roofline",
     "cpu_timer",
     "cuda_timer",
     "EvaluationStopped",
@@ -74,10 +79,12 @@ __all__ = [
     "mentions_host_oom",
     "no_randomization_for_exec",
     "open_clock_monitor",
+    "open_contention_monitor",
     "process_alive",
     "pin_to_one_core",
     "prepare_sample",
     "probe_device",
+    "remeasure_ceilings",
     "roofline",
     "run_isolated",
     "run_isolated_batch",

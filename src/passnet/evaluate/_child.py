@@ -27,12 +27,13 @@ from passnet.errors import (
     PassnetError,
     exception_chain,
 )
+from passnet.evaluate._contention import ContentionMonitor, open_contention_monitor
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
 from passnet.evaluate._isolate import layout_fixed
 from passnet.evaluate._memory import bound_memory, check_fits, out_of_host_memory
 from passnet.evaluate._prepare import cache_counters
-from passnet.evaluate._roofline import ceilings, graph_work, roofline
+from passnet.evaluate._roofline import checked_roofline, graph_work
 from passnet.evaluate._settings import EvalSettings
 from passnet.evaluate._timing import (
     cpu_timer,
@@ -380,9 +381,10 @@ def _evaluate(
             elif share:
                 pin_to_one_core(device, share)
             clocks = open_clock_monitor(device)
+            contention = open_contention_monitor(device)
             with gc_paused(s.pause_gc):
                 timings = measure_sides(
-                    compiled, module, inputs1, device, s, mutating, guard, clocks
+                    compiled, module, inputs1, device, s, mutating, guard, clocks, contention
                 )
         if turn is not None:
             result["turn"] = dataclasses.asdict(turn)
@@ -391,6 +393,9 @@ def _evaluate(
         gpu = clocks.report() if clocks is not None else None
         if gpu is not None:
             result["gpu"] = dataclasses.asdict(gpu)
+        waits = contention.report() if contention is not None else None
+        if waits is not None:
+            result["cpu_contention"] = dataclasses.asdict(waits)
 
     stage.enter("compiled_recheck")
     with compiler.checked_call():
@@ -486,14 +491,12 @@ def _roofline(
         def median(side: Any) -> float:
             return (side.device or side.e2e).median_ms
 
-        found = roofline(
-            work.flops,
-            work.min_bytes,
+        found = checked_roofline(
+            work,
             dtype,
-            ceilings(device),
+            device,
             eager_ms=median(timings["eager"]),
             compiled_ms=median(timings["compiled"]),
-            conv_flops=work.conv_flops,
         )
     except Exception as exc:  # noqa: BLE001 - an optional figure: the result stands without it
         log.warning("no roofline: %s: %s", type(exc).__name__, exc)
@@ -623,6 +626,7 @@ def measure_sides(
     mutating: bool,
     guard: CoreGuard | None = None,
     clocks: ClockMonitor | None = None,
+    contention: ContentionMonitor | None = None,
 ) -> dict[str, Any]:
     """The harness's timing of one graph: ``compiled`` against its eager ``module`` on
     ``inputs``, ``{"compiled": Timing, "eager": Timing}``.
@@ -631,9 +635,9 @@ def measure_sides(
     where ``s.flush_l2`` says so), :func:`cpu_timer` elsewhere; both sides are timed by
     :func:`measure_interleaved` with ``s``'s warm-up, trials, rounds and adaptive
     repetition, under ``torch.no_grad()``. ``mutating``: each call gets fresh clones of the
-    inputs (made outside the timed region). ``guard`` and ``clocks`` are passed on to
-    :func:`measure_interleaved`. Pinning the thread and pausing the collector are the
-    caller's (:func:`pin_to_one_core`, :func:`gc_paused`).
+    inputs (made outside the timed region). ``guard``, ``clocks`` and ``contention`` are
+    passed on to :func:`measure_interleaved`. Pinning the thread and pausing the collector
+    are the caller's (:func:`pin_to_one_core`, :func:`gc_paused`).
     """
     timer = cuda_timer if device.startswith("cuda") else cpu_timer
     if s.flush_l2 and device.startswith("cuda"):
@@ -656,6 +660,7 @@ def measure_sides(
             guard=guard,
             clocks=clocks,
             max_measure_s=s.max_measure_s,
+            contention=contention,
         )
 
 

@@ -331,6 +331,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "pass_report": res.get("pass_report"),
         "host": res.get("host"),
         "gpu": res.get("gpu"),
+        "cpu_contention": res.get("cpu_contention"),
         "layout_fixed": res.get("layout_fixed"),
         "compile_cache": res.get("compile_cache"),
         "turn": res.get("turn"),

@@ -7,7 +7,8 @@ at the device's measured ceilings (a roofline, Williams et al. 2009):
   attention; elementwise work is not counted, so the compute floor is a lower bound)
   and the fewest bytes one call must move — its inputs (weights included) read once and
   its outputs written once;
-* **ceilings**, measured once per machine and cached (:func:`ceilings`): the rate of a
+* **ceilings**, measured once per machine and cached (:func:`ceilings`), with when and
+  under what load they were measured: the rate of a
   large device-to-device copy (bytes read and written), the rate of a large matrix
   product per floating dtype (on CUDA also float32 on TF32 tensor cores, the rate of a
   float32 graph where PyTorch lets it use them, as it does for convolutions by default),
@@ -17,13 +18,18 @@ at the device's measured ceilings (a roofline, Williams et al. 2009):
 A graph is *launch-bound* when its floor is below two such calls' time (no run can get
 near it: launches decide), else *compute-* or *memory-bound* by which time is larger.
 Each side's *fraction of the floor* is floor / measured median (1 would be the hardware
-limit). Figures are estimates by construction; they tell a pass author where the time
-goes, not a guarantee.
+limit). A side above 1 ran faster than the hardware allows, so a ceiling is wrong: most
+often measured while other work shared the machine. :func:`checked_roofline` then
+measures the ceilings again (at most once per :data:`REMEASURE_INTERVAL_S` per machine,
+keeping the better of old and new rates) and, if a side is still above 1, marks the
+roofline ``floor_exceeded``. Figures are estimates by construction; they tell a pass
+author where the time goes, not a guarantee.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
 import os
@@ -36,13 +42,17 @@ from typing import Any, NamedTuple
 
 import torch
 
+from passnet.evaluate._contention import ContentionMonitor, open_contention_monitor
 from passnet.record import Roofline
 
 __all__ = [
+    "REMEASURE_INTERVAL_S",
     "Ceilings",
     "ceilings",
+    "checked_roofline",
     "graph_work",
     "measure_ceilings",
+    "remeasure_ceilings",
     "roofline",
     "tf32_switches",
     "Work",
@@ -54,6 +64,11 @@ CACHE_DIR_ENV = "PASSNET_CACHE_DIR"
 """Where measured ceilings are kept (default: ``~/.cache/passnet``)."""
 
 _MATMUL_DTYPES = ("float32", "float16", "bfloat16")
+
+REMEASURE_INTERVAL_S = 600.0
+"""Ceilings measured less than this long ago are not measured again when a graph beats its
+floor (the graph is marked instead): one re-measurement per ten minutes per machine, however
+many graphs beat their floors."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +86,25 @@ class Ceilings:
     launch_us: float
     """Microseconds of one small operation call, synchronized (the per-kernel floor)."""
     torch_version: str = ""
+    measured_at: str = ""
+    """When (UTC, ISO 8601); "" in caches written before this was kept."""
+    loadavg_1min: float | None = None
+    """The machine's one-minute load average then (``os.getloadavg``), of ``cpus`` cores."""
+    cpus: int | None = None
+    wait_fraction: float | None = None
+    """CPU: the share of the measuring threads' time spent waiting for a core
+    (:mod:`passnet.evaluate._contention`); None on CUDA or where unknown."""
+    merged: int = 0
+    """Measurements merged into these (each rate the best seen, the call time the least):
+    0 for a first measurement."""
+
+    def age_s(self, now: datetime.datetime | None = None) -> float:
+        """Seconds since the measurement (infinite where unknown)."""
+        if not self.measured_at:
+            return float("inf")
+        then = datetime.datetime.fromisoformat(self.measured_at)
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        return (now - then).total_seconds()
 
 
 def _sync(device: str) -> None:
@@ -127,8 +161,12 @@ def tf32_switches() -> tuple[bool, bool]:
 
 
 def measure_ceilings(device: str) -> Ceilings:
-    """Measure ``device``'s ceilings now (about a second on a GPU, a few on a CPU)."""
+    """Measure ``device``'s ceilings now (about a second on a GPU, a few on a CPU), with
+    when and under what load."""
     cuda = device.startswith("cuda")
+    monitor = open_contention_monitor(device)
+    if monitor is not None:
+        monitor.sample()
     copy_bytes = (1 << 30) if cuda else (64 << 20)
     copy_s = _copy_seconds(copy_bytes, device)
     rates = {}
@@ -148,7 +186,19 @@ def measure_ceilings(device: str) -> Ceilings:
         matmul_tflops=rates,
         launch_us=launch_s * 1e6,
         torch_version=torch.__version__,
+        measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        loadavg_1min=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        cpus=os.cpu_count(),
+        wait_fraction=_waited(monitor),
     )
+
+
+def _waited(monitor: ContentionMonitor | None) -> float | None:
+    if monitor is None:
+        return None
+    monitor.sample()
+    report = monitor.report()
+    return report.wait_fraction if report is not None else None
 
 
 def _cache_file(device: str) -> Path:
@@ -161,6 +211,16 @@ def _cache_file(device: str) -> Path:
     return root / f"ceilings-{key}.json"
 
 
+def _store(path: Path, found: Ceilings) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:
+            json.dump(dataclasses.asdict(found), tmp)
+        os.replace(tmp.name, path)  # atomic: children measuring at once keep one file
+    except OSError as exc:
+        log.info("ceilings not cached (%s): measured again next time", exc)
+
+
 def ceilings(device: str) -> Ceilings:
     """``device``'s ceilings from this machine's cache, measured and cached on first use."""
     path = _cache_file(device)
@@ -171,14 +231,42 @@ def ceilings(device: str) -> Ceilings:
     except (OSError, ValueError, TypeError):
         pass
     found = measure_ceilings(device)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:
-            json.dump(dataclasses.asdict(found), tmp)
-        os.replace(tmp.name, path)  # atomic: children measuring at once keep one file
-    except OSError as exc:
-        log.info("ceilings not cached (%s): measured again next time", exc)
+    _store(path, found)
     return found
+
+
+def remeasure_ceilings(device: str, stale: Ceilings) -> Ceilings | None:
+    """Measure ``device``'s ceilings again because a graph beat the floor of ``stale``; the
+    cache keeps each rate's best and the least call time of the two measurements (a
+    ceiling is a maximum: load only ever lowers what is measured). None, measuring
+    nothing, where the ceilings in the cache were measured less than
+    :data:`REMEASURE_INTERVAL_S` ago (another graph's re-measurement, or a recent first
+    one): the bound on re-measuring."""
+    path = _cache_file(device)
+    try:
+        current = Ceilings(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        current = stale
+    if current.age_s() < REMEASURE_INTERVAL_S:
+        return None
+    fresh = measure_ceilings(device)
+    rates = dict(current.matmul_tflops)
+    for name, rate in fresh.matmul_tflops.items():
+        rates[name] = max(rate, rates.get(name, 0.0))
+    merged = dataclasses.replace(
+        fresh,
+        copy_gbps=max(fresh.copy_gbps, current.copy_gbps),
+        matmul_tflops=rates,
+        launch_us=min(fresh.launch_us, current.launch_us),
+        merged=current.merged + 1,
+    )
+    log.info(
+        "a graph ran faster than its floor: ceilings measured again (copy %.3g -> %.3g GB/s)",
+        current.copy_gbps,
+        merged.copy_gbps,
+    )
+    _store(path, merged)
+    return merged
 
 
 class Work(NamedTuple):
@@ -271,3 +359,52 @@ def roofline(
         math=math if rate else "",
         launch_us=limits.launch_us,
     )
+
+
+def checked_roofline(
+    work: Work,
+    dtype: torch.dtype,
+    device: str,
+    *,
+    eager_ms: float | None,
+    compiled_ms: float | None,
+) -> Roofline:
+    """:func:`roofline` at ``device``'s cached ceilings, checked: where a side ran faster
+    than the floor, the ceilings are measured again (:func:`remeasure_ceilings`) and the
+    floor recomputed; a side still faster marks the roofline ``floor_exceeded``."""
+    limits = ceilings(device)
+
+    def floor(at: Ceilings) -> Roofline:
+        found = roofline(
+            work.flops,
+            work.min_bytes,
+            dtype,
+            at,
+            eager_ms=eager_ms,
+            compiled_ms=compiled_ms,
+            conv_flops=work.conv_flops,
+        )
+        found.ceilings_measured_at = at.measured_at
+        return found
+
+    found = floor(limits)
+    if not _beaten(found):
+        return found
+    better = remeasure_ceilings(device, limits)
+    if better is not None:
+        found = floor(better)
+        found.ceilings_remeasured = True
+    found.floor_exceeded = _beaten(found)
+    if found.floor_exceeded:
+        log.warning(
+            "a side ran faster than its %s floor of %.4g ms (ceilings measured %s): the floor "
+            "is marked exceeded",
+            found.bound,
+            found.floor_ms,
+            found.ceilings_measured_at or "before their time was kept",
+        )
+    return found
+
+
+def _beaten(found: Roofline) -> bool:
+    return any(f is not None and f > 1 for f in (found.eager_fraction, found.compiled_fraction))

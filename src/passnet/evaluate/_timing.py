@@ -20,6 +20,7 @@ from passnet.compilers import capture_graph
 from passnet.record import KernelProfile, KernelShare, Timing, TimingStats
 
 if TYPE_CHECKING:
+    from passnet.evaluate._contention import ContentionMonitor
     from passnet.evaluate._gpu_clock import ClockMonitor
     from passnet.evaluate._host import CoreGuard
 
@@ -184,6 +185,7 @@ def _run_series(
     rounds: int,
     guard: CoreGuard | None = None,
     clocks: ClockMonitor | None = None,
+    contention: ContentionMonitor | None = None,
 ) -> dict[str, tuple[list[float], list[float]]]:
     names = list(fns)
     out: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}
@@ -205,6 +207,8 @@ def _run_series(
                         dev.append(b)
             if clocks is not None:
                 clocks.sample()
+            if contention is not None:
+                contention.sample()
             if guard is None or attempt == _ROUND_ATTEMPTS - 1 or guard.still_fast():
                 break
             guard.remeasured_rounds += 1  # the core slowed down during the round
@@ -266,6 +270,7 @@ def measure_interleaved(
     guard: CoreGuard | None = None,
     clocks: ClockMonitor | None = None,
     max_measure_s: float | None = None,
+    contention: ContentionMonitor | None = None,
 ) -> dict[str, Timing]:
     """Warm up each callable, then time them in alternating blocks.
 
@@ -286,7 +291,9 @@ def measure_interleaved(
     first settled on the fastest core of its share; each round then starts on a core at
     full speed and is measured again (up to twice) if the core slowed down during it.
     ``clocks`` (:class:`~passnet.evaluate._gpu_clock.ClockMonitor`) reads the GPU's clocks
-    after warm-up and after each round, outside the timed calls.
+    after warm-up and after each round, outside the timed calls; ``contention``
+    (:class:`~passnet.evaluate._contention.ContentionMonitor`) reads the process's
+    scheduler counters at the same points and before warm-up.
 
     ``max_measure_s`` bounds the measuring after warm-up: an extra series or a
     re-measurement starts only if, at the pace of the series before it, it ends within
@@ -294,9 +301,13 @@ def measure_interleaved(
     """
     if guard is not None:
         guard.settle()
+    if contention is not None:  # warm-up is read too: the timed rounds of a graph of a few
+        contention.sample()  # microseconds can all fall between two scheduler ticks
     _warm_up(fns, timer, warmup, min_warmup_s)
     if clocks is not None:
         clocks.sample()
+    if contention is not None:
+        contention.sample()
     retries = 0
     started = time.perf_counter()
 
@@ -309,7 +320,7 @@ def measure_interleaved(
     bounded = False  # whether the bound stopped an extra series or a re-measurement
     while True:
         began = time.perf_counter()
-        series = _run_series(fns, timer, trials, rounds, guard, clocks)
+        series = _run_series(fns, timer, trials, rounds, guard, clocks, contention)
         pace = time.perf_counter() - began  # seconds one series of ``trials`` took
         count = 1
         # Adaptive repetition: more alternating series until the speedup is precise.
@@ -318,7 +329,8 @@ def measure_interleaved(
             if not fits(pace):
                 bounded = True
                 break
-            for name, (e2e, dev) in _run_series(fns, timer, trials, rounds, guard, clocks).items():
+            extra = _run_series(fns, timer, trials, rounds, guard, clocks, contention)
+            for name, (e2e, dev) in extra.items():
                 series[name][0].extend(e2e)
                 series[name][1].extend(dev)
             count += 1

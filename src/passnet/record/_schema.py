@@ -28,6 +28,7 @@ __all__ = [
     "Correctness",
     "ErrorInfo",
     "EvalRecord",
+    "CpuContention",
     "GpuReport",
     "HostReport",
     "KernelProfile",
@@ -152,6 +153,31 @@ class HostReport:
 
 
 @dataclass
+class CpuContention:
+    """CPU timing: how long the evaluation's threads waited for a core while the graph was
+    timed (the kernel's per-thread run-queue wait, ``/proc/self/task/*/schedstat``), read
+    before and after warm-up and after each round of timed calls
+    (:mod:`passnet.evaluate._contention`)."""
+
+    wait_fraction: float
+    """Run-queue wait / (time on a core + run-queue wait), summed over the process's threads,
+    the warm-up and the timed rounds: the share of the time the threads were ready to run but another
+    process had the core."""
+    worst_round_wait_fraction: float
+    """The same over the worst round alone (the warm-up counts as one)."""
+    rounds: int
+    """Intervals read: the warm-up and each round of timed calls (re-measurements
+    included)."""
+    on_cpu_ms: float
+    waited_ms: float
+    threshold: float
+    """``contended`` is ``wait_fraction > threshold``."""
+    contended: bool
+    """Other processes competed for the cores while timing: the medians, and the speedup,
+    are not this graph's alone."""
+
+
+@dataclass
 class GpuReport:
     """The GPU's clocks while a graph was timed (CUDA, where NVML answers): read between the
     rounds of timed calls, never changed (:mod:`passnet.evaluate._gpu_clock`)."""
@@ -199,6 +225,22 @@ class Roofline:
     """Whose rate that is: the graph's dtype, ``tfloat32`` for a float32 graph whose work
     may all run on TF32 tensor cores, ``float32+tfloat32`` where part of it may."""
     launch_us: float = 0.0
+    ceilings_measured_at: str = ""
+    """When the ceilings used were measured (UTC, ISO 8601; "" for ceilings cached before
+    this was kept, and in records of older versions)."""
+    ceilings_remeasured: bool = False
+    """A side ran faster than the floor of the cached ceilings, so they were measured again
+    (at most once per ten minutes per machine) and the floor recomputed."""
+    floor_exceeded: bool = False
+    """A side still ran faster than the floor: a ceiling is too low (measured under load) or
+    the work is not bound by it (data that stays in a cache moves faster than a large copy).
+    The fraction above 1 is kept, but printed as ``above floor``, never as above 100 %."""
+
+    def share(self, fraction: float | None) -> str:
+        """A side's fraction of the floor in words: ``-``, ``37.5%``, or ``above floor``."""
+        if fraction is None:
+            return "-"
+        return "above floor" if fraction > 1 else f"{fraction:.1%}"
 
 
 @dataclass
@@ -340,6 +382,9 @@ class EvalRecord:
     """CUDA timing with ``core_guard``: the timing thread's core and what the guard did."""
     gpu: GpuReport | None = None
     """CUDA timing where NVML answers: the GPU's clocks while the graph was timed."""
+    cpu_contention: CpuContention | None = None
+    """CPU timing where the kernel keeps scheduler statistics: whether other processes
+    competed for the cores while the graph was timed; None otherwise and in older records."""
     roofline: Roofline | None = None
     """The graph's hardware floor and the fraction of it each side reached (timed runs);
     None when untimed or not measured."""
@@ -383,6 +428,17 @@ class EvalRecord:
         sample changed in between (a fixed sample evaluated again).
         """
         return (self.graph, self.compiler, self.compiler_config_hash, self.device)
+
+    def timing_remarks(self) -> list[str]:
+        """What makes this record's timing doubtful, in words (empty when nothing does): a
+        side still unstable after its retries, other processes competing for the CPU."""
+        remarks = []
+        if (self.eager and self.eager.unstable) or (self.compiled and self.compiled.unstable):
+            remarks.append("unstable timing")
+        cpu = self.cpu_contention
+        if cpu is not None and cpu.contended:
+            remarks.append(f"CPU contended: threads waited {cpu.wait_fraction:.0%} for a core")
+        return remarks
 
     def correct_at(self, t: int) -> bool:
         """Numerically correct at tolerance level t (t > 1 uses the t = 1 check)."""

@@ -46,7 +46,7 @@ COLUMNS: dict[str, str] = {
     "% floor": "The graph's hardware floor (max of its FLOPs at the measured matrix-product "
     "rate and its minimum bytes at the measured copy bandwidth) over the compiled side's "
     "median: how close it came to the hardware limit.",
-    "note": "The error in words, or a timing remark (unstable timing).",
+    "note": "The error in words, or a timing remark (unstable timing, CPU contended).",
 }
 """The per-graph table's columns and what they mean (also shown on the page)."""
 
@@ -94,10 +94,8 @@ def _graph_cells(record: EvalRecord | None) -> list[str]:
     # "total" is the whole evaluation as the parent measured it; older records lack it
     total = phases.get("total", sum(phases.values()))
     note = record.error.message.splitlines()[0] if record.error and record.error.message else ""
-    if not note and (
-        (record.eager and record.eager.unstable) or (record.compiled and record.compiled.unstable)
-    ):
-        note = "unstable timing"
+    if not note:
+        note = "; ".join(record.timing_remarks())
     max_diff = record.correctness.max_diff if record.correctness else None
     return [
         _cell(record.status.value, record.status.value, _STATUS_CLASS.get(record.status, "bad")),
@@ -127,8 +125,8 @@ def _fraction_key(record: EvalRecord) -> float:
 
 
 def _fraction(record: EvalRecord) -> str:
-    value = _fraction_key(record)
-    return "-" if value < 0 else f"{value:.1%}"
+    roof = record.roofline
+    return roof.share(roof.compiled_fraction) if roof else "-"
 
 
 def _summary(name: str, report: ScoreReport | None, records: Sequence[EvalRecord]) -> str:

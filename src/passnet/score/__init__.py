@@ -10,12 +10,13 @@ from passnet.score._io import (
 )
 from passnet.score._metrics import aggregate_weights, compute_scores, factored_score, gmean
 from passnet.score._outcome import GraphOutcome, default_group_of, rectified_speedup
-from passnet.score._result import Components, ScoreParams, ScoreReport
+from passnet.score._result import WEIGHT_SCHEMES, Components, ScoreParams, ScoreReport
 from passnet.score._table import compare_table, score_table
 
 __all__ = [
     "RESULTS_FILE",
     "SCORE_FILE",
+    "WEIGHT_SCHEMES",
     "Components",
     "GraphOutcome",
     "ScoreParams",

@@ -21,7 +21,7 @@ from passnet.score._outcome import (
     log_rectified_speedup,
     rectified_speedup,
 )
-from passnet.score._result import Components, ScoreParams, ScoreReport
+from passnet.score._result import WEIGHT_SCHEMES, Components, ScoreParams, ScoreReport
 from passnet.status import Interpretation, Status, num_error_classes
 
 if TYPE_CHECKING:
@@ -61,13 +61,41 @@ def factored_log_score(
     return lam * math.log(alpha) + lam * eta * p * math.log(beta) + (1 - lam) * math.log(gamma)
 
 
+# GraphNet's reference aggregator (graph_net_bench/aggregate_es_scores.py) fixes one
+# weight per level for t = -10..4, "derived from the NLP ES metrics of NVIDIA A100
+# relative to H20"; it is defined for those 15 levels only.
+_GRAPHNET_WEIGHTS = {
+    **{t: 0.001 for t in (-10, -9, -8)},
+    -7: 0.13,
+    -6: 0.40,
+    **{t: 0.48 for t in range(-5, 5)},
+}
+
+
 def aggregate_weights(
     interpretation: Interpretation | str = Interpretation.DEFAULT,
+    scheme: str = "passnet",
 ) -> dict[int, float]:
-    """W_t for t = -10..|E|+1 (PassNet appendix E)."""
+    """W_t for t = -10..|E|+1: PassNet appendix E (``passnet``) or GraphNet's (``graphnet``).
+
+    AS divides by the sum of the weights, so neither table needs to be normalized.
+    Raises ``ValueError`` for an unknown scheme, and for ``graphnet`` with an
+    interpretation whose levels are not GraphNet's t = -10..4.
+    """
     n_classes = num_error_classes(interpretation)
+    levels = range(T_MIN, n_classes + 2)
+    if scheme == "graphnet":
+        if set(levels) != set(_GRAPHNET_WEIGHTS):
+            raise ValueError(
+                f"the graphnet weights cover t = -10..4 only (interpretation 'default'); "
+                f"interpretation {Interpretation(interpretation).value!r} has t = "
+                f"{T_MIN}..{n_classes + 1}"
+            )
+        return dict(_GRAPHNET_WEIGHTS)
+    if scheme != "passnet":
+        raise ValueError(f"weights must be one of {WEIGHT_SCHEMES}, got {scheme!r}")
     weights: dict[int, float] = {}
-    for t in range(T_MIN, n_classes + 2):
+    for t in levels:
         if t <= -6 or t >= n_classes + 1:
             weights[t] = 0.001
         elif t <= -3:
@@ -169,12 +197,14 @@ def compute_scores(
     p_fast: float = 1.0,
     group_of: Callable[[EvalRecord], str] = default_group_of,
     score_id: str = "",
+    weights: str = "passnet",
 ) -> ScoreReport:
     """Score a result set: S_t, ES_t with components, AS, fast_p, g-mean, correctness ratios.
 
     ``items`` are evaluation records (or outcomes derived from them) of one
     compiler configuration. Sample errors are excluded from N unless
-    ``count_sample_errors``, in which case they score ``b`` at every t.
+    ``count_sample_errors``, in which case they score ``b`` at every t. ``weights``
+    picks AS's level weights (:func:`aggregate_weights`).
     Raises ``ValueError`` when no graph is left to score.
     """
     params = ScoreParams(
@@ -184,7 +214,9 @@ def compute_scores(
         speedup_kind=speedup_kind,
         count_sample_errors=count_sample_errors,
         p_fast=p_fast,
+        weights=weights,
     )
+    level_weights = aggregate_weights(params.interpretation, params.weights)
     items = list(items)
     _check_single_run(items)
     all_outcomes = [_to_outcome(i, speedup_kind, group_of) for i in items]
@@ -227,9 +259,8 @@ def compute_scores(
         es[t], components[t], es_log[t] = _score_at(scored, t, params, error_aware=True)
     s = {t: _score_at(scored, t, params, error_aware=False)[0] for t in range(T_MIN, 1)}
 
-    weights = aggregate_weights(params.interpretation)
-    total_weight = math.fsum(weights.values())
-    score = math.exp(math.fsum(w * es_log[t] for t, w in weights.items()) / total_weight)
+    total_weight = math.fsum(level_weights.values())
+    score = math.exp(math.fsum(w * es_log[t] for t, w in level_weights.items()) / total_weight)
 
     n = len(scored)
     baseline = [o.speedup for o in scored if o.scores_speedup_at(BASELINE_T)]
@@ -243,7 +274,7 @@ def compute_scores(
         es=es,
         s=s,
         components=components,
-        weights=weights,
+        weights=level_weights,
         fast_p=sum(1 for v in baseline if v > p_fast) / n,
         fast_0=sum(1 for v in baseline if v > 0) / n,
         gmean_speedup=gmean(baseline) if baseline else None,

@@ -9,9 +9,12 @@ from typing import Any
 from passnet.errors import InputFormatError
 from passnet.status import Interpretation
 
-__all__ = ["SCORE_SCHEMA_VERSION", "Components", "ScoreParams", "ScoreReport"]
+__all__ = ["SCORE_SCHEMA_VERSION", "WEIGHT_SCHEMES", "Components", "ScoreParams", "ScoreReport"]
 
 SCORE_SCHEMA_VERSION = 1
+
+WEIGHT_SCHEMES = ("passnet", "graphnet")
+"""AS's level weightings: PassNet appendix E, or GraphNet's ``aggregate_es_scores``."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class ScoreParams:
     speedup_kind: str = "e2e"
     count_sample_errors: bool = False
     p_fast: float = 1.0
+    weights: str = "passnet"
+    """AS's level weights: ``passnet`` (PassNet appendix E) or ``graphnet``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interpretation", Interpretation(self.interpretation))
@@ -33,6 +38,8 @@ class ScoreParams:
             raise ValueError(f"slowdown penalty p must be finite and >= 0, got {self.p}")
         if self.speedup_kind not in ("e2e", "device"):
             raise ValueError(f"speedup_kind must be 'e2e' or 'device', got {self.speedup_kind!r}")
+        if self.weights not in WEIGHT_SCHEMES:
+            raise ValueError(f"weights must be one of {WEIGHT_SCHEMES}, got {self.weights!r}")
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +49,7 @@ class ScoreParams:
             "speedup_kind": self.speedup_kind,
             "count_sample_errors": self.count_sample_errors,
             "p_fast": self.p_fast,
+            "weights": self.weights,
         }
 
 

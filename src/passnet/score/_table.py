@@ -42,7 +42,7 @@ def score_table(report: ScoreReport, *, title: str | None = None) -> Table:
         f"sample CR {report.sample_correctness_ratio:.1%} ({report.n_samples} samples)\n"
         f"N {report.n_graphs} scored, {report.n_excluded} sample errors excluded · {counts}\n"
         f"b {params.b:g} · p {params.p:g} · {params.interpretation.value} · "
-        f"{params.speedup_kind} speedup"
+        f"{params.speedup_kind} speedup · {params.weights} weights"
     )
     return table
 
