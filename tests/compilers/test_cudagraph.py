@@ -515,10 +515,9 @@ def test_inductor_scg_chooses_for_the_partitions_of_a_graph_with_cpu_work() -> N
 
     The CPU work is a matrix product, which Inductor runs as ATen's kernel: a pointwise op
     there makes Inductor build a C++ kernel, and the first one in a process pays for its
-    C++ toolchain's setup (vector-ISA probes, each a compile and, on torch 2.11, a child
-    Python importing torch; 30 s against 5 s for a product, cold, on a 2-core host). With
-    a multiply there this test took 55 s on an H200; the C++ toolchain is not what it
-    tests."""
+    C++ toolchain's setup (vector-ISA probes, each a compile and a child Python loading it;
+    cold, 30 s against 5 s for a product on a 2-core host with torch 2.13). With a multiply
+    there this test took 55 s on an H200; the C++ toolchain is not what it tests."""
 
     class Mixed(torch.nn.Module):
         def forward(self, x: torch.Tensor, w: torch.Tensor, mix: torch.Tensor):
