@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t_start = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    print(f"{'sample':<70} {'cpu':>4} {'cuda':>4} {'equal':>6} {'same partition':>6}")
     for name in names:
         if time.perf_counter() - t_start > args.budget_s:
             rows.append({"sample": name, "not_run": "budget spent"})
