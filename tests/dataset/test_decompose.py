@@ -166,15 +166,26 @@ def test_chain_of_written_samples_reproduces_the_parent(tmp_path: Path) -> None:
     assert ok, why
 
 
-@pytest.mark.parametrize("sample", [MLP, BASELINE3D], ids=lambda p: p.name)
-def test_fusible_one_compile_agrees_with_every_prefix(sample: Path) -> None:
-    parent = trace_parent(sample)
+def test_fusible_one_compile_agrees_with_every_prefix() -> None:
+    parent = trace_parent(BASELINE3D)
     fast = analyze_fusible(parent, "one-compile")
     slow = analyze_fusible(parent, "every-prefix")
     assert slow.complete and slow.compilations == len(parent.units) and fast.compilations == 1
     assert fast.segments == slow.segments
     assert fast.fused == slow.fused
     assert fusible_ranges(fast) == fusible_ranges(slow)
+
+
+def test_a_linear_and_its_activation_share_a_kernel_as_on_a_gpu() -> None:
+    # Triton's choice (on CPU too): a bias addmm followed by pointwise users becomes mm and a
+    # bias add fused with them. The every-prefix reference sees linear alone (nothing after
+    # it: one addmm) and a new kernel at relu, so there the two methods differ by design.
+    parent = trace_parent(MLP)
+    assert parent.op_sequence[:2] == ["F.linear", "torch.relu"]
+    fast = analyze_fusible(parent, "one-compile")
+    slow = analyze_fusible(parent, "every-prefix")
+    assert fast.segments[0] == OpRange(0, 2) and fast.fused[0]
+    assert slow.segments[:2] == [OpRange(0, 1), OpRange(1, 2)]
 
 
 def test_fusible_spans_follow_inductor_fusion_on_conv_bn_relu() -> None:
@@ -187,9 +198,10 @@ def test_fusible_spans_follow_inductor_fusion_on_conv_bn_relu() -> None:
 def test_kernels_name_the_fx_nodes_they_compute() -> None:
     parent = trace_parent(MLP)
     kernels = list_kernels(parent.gm, parent.replay_inputs())
-    sources = {k.sources for k in kernels}
-    assert frozenset({"linear"}) in sources and frozenset({"relu"}) in sources
-    assert sum(k.extern for k in kernels) == 2  # the two matrix multiplications
+    externs = {k.sources for k in kernels if k.extern}
+    generated = {k.sources for k in kernels if not k.extern}
+    assert externs == {frozenset({"linear"}), frozenset({"linear_1"})}  # the two matrix products
+    assert frozenset({"linear", "relu"}) in generated  # the first bias add fused with relu
 
 
 def test_decompose_writes_runnable_samples_with_provenance(tmp_path: Path) -> None:

@@ -8,14 +8,23 @@ computes; ``method="every-prefix"`` is the reference (slow, for benchmarks and
 for checking that both agree).
 
 What counts as a kernel: the scheduler nodes Inductor generates code for, after
-fusion — a fused loop nest (a Triton kernel on CUDA, a C++ loop nest on CPU,
-where Inductor may further pack several loop nests into one C++ function;
-that packing is not fusion and is ignored) or an extern call (mm, conv,
+fusion — a fused loop nest (a Triton kernel) or an extern call (mm, conv,
 attention). Inductor's layout optimization is switched off: its channels-last
 conversion kernels are not fusion. Nothing is compiled to machine code, and not even
 source code is written: Inductor lowers and fuses the graph
 (``torch._inductor.utils.get_code``), a hook on ``Scheduler.codegen`` reads the fused
 scheduler nodes and stops the compilation there.
+
+The kernels are those of Inductor's Triton backend, the one the benchmark is evaluated
+with on GPUs, whatever the device of the analysis: on CPU, Inductor schedules the CPU
+tensors for Triton (``cpu_backend="triton"``; the scheduling decisions are Triton's,
+and nothing is compiled since code generation is stopped before it starts), with the
+device properties its heuristics read (SM count, threads per SM, warp size) taken from
+an NVIDIA H200 rather than from the CPU's core count, and with one thread (Inductor's
+CPU lowering reads the thread count: ``scatter_reduce`` sum falls back to ATen with
+more than one). The spans are then a function of the graph alone, not of the machine,
+the thread count or the number of jobs. What still differs from a CUDA compilation
+(lowerings that test the device type) is listed in docs/dataset_decompose.md.
 
 Mapping kernels to FX nodes uses Inductor's provenance: each IR node's
 ``origins`` are post-grad ATen nodes, whose ``meta["from_node"]`` names the
@@ -41,7 +50,13 @@ from unittest import mock
 import torch
 import torch.fx
 
-from passnet.dataset._subgraph import OpRange, ParentGraph, extract_subgraph, op_name
+from passnet.dataset._subgraph import (
+    OpRange,
+    ParentGraph,
+    extract_subgraph,
+    one_torch_thread,
+    op_name,
+)
 from passnet.errors import DatasetError, exception_chain
 
 __all__ = [
@@ -162,6 +177,76 @@ def _capture_scheduler_nodes() -> Iterator[list[list[Any]]]:
         yield captured
 
 
+# The GPU whose Triton scheduling a CPU analysis follows: an NVIDIA H200 (compute capability
+# 9.0), as torch.cuda.get_device_properties reports it. Inductor reads these in its split-
+# reduction and mix-order-reduction heuristics; for a CPU device it would read the core count.
+_GPU_PROPERTIES = {
+    "multi_processor_count": 132,
+    "max_threads_per_multi_processor": 2048,
+    "regs_per_multiprocessor": 65536,
+    "max_threads_per_block": 1024,
+    "warp_size": 32,
+    "major": 9,
+    "cc": 90,
+}
+
+
+@contextlib.contextmanager
+def _gpu_device_properties() -> Iterator[None]:
+    """Inductor's ``DeviceProperties`` of a CPU device are those of :data:`_GPU_PROPERTIES`."""
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    original = DeviceProperties.create
+
+    def create(cls: type, device: torch.device) -> Any:
+        if device.type != "cpu":
+            return original(device)
+        # Only the fields this torch's DeviceProperties has (a NamedTuple; fields vary by version).
+        known = {k: v for k, v in _GPU_PROPERTIES.items() if k in DeviceProperties._fields}
+        return DeviceProperties(type="cpu", index=device.index, **known)
+
+    with mock.patch.object(DeviceProperties, "create", classmethod(create)):
+        yield
+
+
+@contextlib.contextmanager
+def _cuda_pattern_choices() -> Iterator[None]:
+    """Two of Inductor's graph passes decide for CPU tensors as they do for CUDA ones.
+
+    * A bias ``addmm`` whose users are all pointwise is split into ``mm`` and a bias add
+      that fuses with them (``should_prefer_unfused_addmm``: GPUs only, through the
+      module's ``is_gpu``): a linear layer and its activation share a kernel on the GPU.
+    * Attention patterns on float32 become one SDPA call only with TF32 matrix products
+      on CUDA (``_sfdp_params_check``); the benchmark's evaluations leave TF32 off, so
+      float32 attention stays matmul, softmax, matmul as it does there.
+
+    Each patch applies only where this torch has the function it replaces.
+    """
+    from torch._inductor.fx_passes import fuse_attention, post_grad
+
+    with contextlib.ExitStack() as stack:
+        is_gpu = getattr(post_grad, "is_gpu", None)
+        if is_gpu is not None:
+            stack.enter_context(
+                mock.patch.object(
+                    post_grad,
+                    "is_gpu",
+                    lambda device_type: device_type == "cpu" or is_gpu(device_type),
+                )
+            )
+        params_check = getattr(fuse_attention, "_sfdp_params_check", None)
+        if params_check is not None:
+
+            def check(match: Any) -> bool:
+                query = match.kwargs["query"].meta["val"]
+                if query.device.type == "cpu" and query.dtype == torch.float32:
+                    return False
+                return bool(params_check(match))
+
+            stack.enter_context(mock.patch.object(fuse_attention, "_sfdp_params_check", check))
+        yield
+
+
 def _specialize_scalars(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
 ) -> torch.fx.GraphModule:
@@ -205,7 +290,8 @@ def _specialize_scalars(
 def list_kernels(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Kernel]:
     """Run Inductor's code generation for ``gm`` once and list its kernels with their source nodes.
 
-    Only code generation runs: no C++ or Triton compiler is invoked and nothing executes.
+    Only scheduling runs: no C++ or Triton compiler is invoked and nothing executes. The
+    kernels are Triton's on every device, and do not depend on the thread count.
     """
     from torch._inductor import config as inductor_config
     from torch._inductor import ir
@@ -228,8 +314,20 @@ def list_kernels(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> lis
     # The FX graph cache would skip code generation (and the hook) on a hit. Layout
     # optimization adds channels-last conversion kernels around convolutions; they are
     # not fusion, and in every-prefix runs they come and go with the cut, so it is off.
-    patches = {"fx_graph_cache": False, "layout_optimization": False}
-    with inductor_config.patch(patches), _capture_scheduler_nodes() as captured:
+    # Triton's scheduling on every device, one thread: see the module's docstring.
+    patches = {
+        "fx_graph_cache": False,
+        "layout_optimization": False,
+        "cpu_backend": "triton",
+        "cpp.threads": 1,
+    }
+    with (
+        inductor_config.patch(patches),
+        one_torch_thread(),
+        _gpu_device_properties(),
+        _cuda_pattern_choices(),
+        _capture_scheduler_nodes() as captured,
+    ):
         try:
             get_code(lambda: compile_fx(gm, fake_inputs))
         except Exception as exc:  # noqa: BLE001 - Inductor's failures are translated here

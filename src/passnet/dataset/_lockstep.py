@@ -10,6 +10,7 @@ the parent's outputs).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,6 +23,7 @@ from passnet.dataset._subgraph import (
     OpRange,
     ParentGraph,
     Subgraph,
+    one_torch_thread,
     tensor_meta_from_value,
 )
 from passnet.sample import TensorMeta, compile_model_source
@@ -126,7 +128,31 @@ def run_lockstep(
     metadata of each range's intermediate inputs and whether its outputs are
     finite. Returns the per-range checks and
     ``(composition_ok, reason)`` (always ``(True, "")`` when not feeding forward).
+
+    A run that collects metadata runs with one torch thread: the statistics are
+    written, and with several threads the parent's values (a convolution's, a
+    matmul's) follow the threads' reduction order.
     """
+    with one_torch_thread() if collect_metas else contextlib.nullcontext():
+        return _run_lockstep(
+            parent,
+            subgraphs,
+            feed_forward=feed_forward,
+            collect_metas=collect_metas,
+            inputs=inputs,
+            module_factory=module_factory,
+        )
+
+
+def _run_lockstep(
+    parent: ParentGraph,
+    subgraphs: Sequence[Subgraph],
+    *,
+    feed_forward: bool,
+    collect_metas: bool,
+    inputs: Sequence[Any] | None,
+    module_factory: Callable[[Subgraph], Callable[..., Any]] | None,
+) -> tuple[list[RangeCheck], tuple[bool, str]]:
     ordered = sorted(subgraphs, key=lambda s: s.range)
     if feed_forward:
         covered = [u for s in ordered for u in range(s.range.start, s.range.stop)]

@@ -26,6 +26,7 @@ cross it; ranges only start and stop at allowed cuts.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import logging
 import math
@@ -65,8 +66,10 @@ __all__ = [
     "extract_subgraph",
     "iter_partition",
     "last_uses",
+    "one_torch_thread",
     "op_name",
     "render_model_source",
+    "round_statistic",
     "tensor_meta_from_value",
     "trace_parent",
     "unit_ranges",
@@ -80,6 +83,12 @@ INT_DATA_MAX_NUMEL = 1024
 """Integer/bool intermediate inputs up to this size keep their literal values in the metadata."""
 FLOAT_DATA_MAX_NUMEL = 16
 """Float intermediate inputs up to this size (scalars, eps) keep their literal values."""
+STATISTIC_SIGNIFICANT_DIGITS = 4
+"""Significant digits of the statistics written for intermediate inputs (mean, std, min,
+max of float tensors; mean, std of integer ones). Replay only draws values from them, so
+four digits lose nothing; the rounding hides the last-bit differences that another CPU's
+kernels (AVX2 or AVX-512 blocking, FMA or not) leave in the parent's values, except where a
+value lies within that noise of a rounding boundary."""
 
 _INPLACE_OPERATORS = {
     operator.iadd,
@@ -729,11 +738,43 @@ def render_model_source(
 # --- metadata of intermediate values ------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run the block with one torch thread (restored after).
+
+    For runs whose results are written: oneDNN, MKL and ATen's parallel reductions split
+    their work by the thread count, so values (and Inductor's decisions, which read it)
+    would otherwise depend on the number of jobs and cores.
+    """
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def round_statistic(value: float, digits: int | None = None) -> float:
+    """``value`` rounded to ``digits`` (default :data:`STATISTIC_SIGNIFICANT_DIGITS`)
+    significant decimal digits; 0, inf and NaN as they are.
+
+    Decimal formatting rounds exactly, so the result is the same on every machine.
+    """
+    if value == 0 or not math.isfinite(value):
+        return value
+    digits = STATISTIC_SIGNIFICANT_DIGITS if digits is None else digits
+    return float(f"{value:.{digits - 1}e}")
+
+
 def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") -> TensorMeta:
     """Metadata of an intermediate tensor: shape, dtype, statistics; literal data when small.
 
     Statistics are taken over finite values, so a mask holding ``-inf`` still gets
-    a usable mean/std; ``min_val``/``max_val`` bound the replayed values.
+    a usable mean/std; ``min_val``/``max_val`` bound the replayed values. Float
+    statistics are rounded with :func:`round_statistic`; literal ``data`` is exact.
     """
     t = value.detach()
     shape = list(t.shape)
@@ -744,8 +785,8 @@ def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") 
         return meta
     if dtype == torch.bool or not (dtype.is_floating_point or dtype.is_complex):
         as_f = t.to(torch.float64)
-        meta.mean = float(as_f.mean())
-        meta.std = float(as_f.std()) if numel > 1 else 0.0
+        meta.mean = round_statistic(float(as_f.mean()))
+        meta.std = round_statistic(float(as_f.std())) if numel > 1 else 0.0
         if dtype != torch.bool:
             meta.min_val = int(t.min())
             meta.max_val = int(t.max())
@@ -766,11 +807,11 @@ def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") 
         std, mean = torch.std_mean(flat) if flat.numel() > 1 else (None, None)
     if flat.numel():
         if flat.numel() > 1:
-            meta.mean, meta.std = float(mean), float(std)
+            meta.mean, meta.std = round_statistic(float(mean)), round_statistic(float(std))
         else:
-            meta.mean, meta.std = float(flat[0]), 0.0
+            meta.mean, meta.std = round_statistic(float(flat[0])), 0.0
         lo, hi = torch.aminmax(flat)
-        meta.min_val, meta.max_val = float(lo), float(hi)
+        meta.min_val, meta.max_val = round_statistic(float(lo)), round_statistic(float(hi))
     if numel <= FLOAT_DATA_MAX_NUMEL:
         meta.data = [float(v) for v in t.double().flatten().tolist()]
     return meta
