@@ -8,6 +8,7 @@ from passnet.runner._executor import (
     groups,
     local_devices,
 )
+from passnet.runner._labels import short_labels
 from passnet.runner._plan import WorkItem, plan_items
 from passnet.runner._ray import RayExecutor
 from passnet.runner._run import RunSummary, check_device, run_evaluations
@@ -28,4 +29,5 @@ __all__ = [
     "plan_items",
     "read_records",
     "run_evaluations",
+    "short_labels",
 ]
