@@ -170,3 +170,22 @@ def test_a_malformed_records_file_names_the_file_line_and_field(
     err = " ".join(capsys.readouterr().err.split())
     assert says in err and f"file={records}" in err and "line=2" in err
     assert "positional argument" not in err
+
+
+def test_the_summary_shows_device_speedups_only_where_there_are_any() -> None:
+    from passnet.cli._eval import _print_summary
+    from passnet.record import read_records
+
+    records = read_records(Path(__file__).parents[2] / "benchmarks/results/harness_h200/run1.jsonl")
+    records = records[:4]
+    assert any(r.speedup_device for r in records)  # timed on CUDA
+
+    def header(records) -> str:
+        console = Console(record=True, width=200)
+        _print_summary(records, console)
+        return console.export_text()
+
+    assert "speedup device" in header(records)
+    for r in records:  # as on the CPU: no device time
+        r.speedup_device = None
+    assert "speedup device" not in header(records) and "speedup e2e" in header(records)

@@ -253,25 +253,29 @@ def _eval_targets(
 def _print_summary(records: list[Any], console: Console) -> None:
     from rich.table import Table
 
-    from passnet.runner import short_labels
+    from passnet.runner import label_width, short_labels
 
     table = Table(title="evaluations")
     # the replay and kernel columns only where they were asked for (--replay-timing,
     # --profile-kernels)
     replay = any(r.settings.get("replay_timing") for r in records)
     kernels = any(r.settings.get("profile_kernels") for r in records)
-    columns = ["graph", "status", "speedup e2e", "speedup device"]
+    # device time only where there is any (CUDA): on the CPU the column is all "-"
+    device = any(r.speedup_device for r in records)
+    columns = ["graph", "status", "speedup e2e"]
+    columns += ["speedup device"] if device else []
     columns += ["speedup replay"] if replay else []
     columns += ["speedup kernels"] if kernels else []
-    # Graph names keep what tells them apart (their tail) in a third of the width; rich
+    # Graph names keep what tells them apart (their tail) in a quarter of the width; rich
     # would cut them at the end, where names of one run are alike. The note wraps.
-    names = short_labels([r.graph for r in records], max(24, console.width // 3))
+    names = short_labels([r.graph for r in records], label_width(console.width))
     table.add_column("graph", no_wrap=True, min_width=max(map(len, names), default=5))
     for col in (*columns[1:], "max diff", "floor"):
         table.add_column(col)
     table.add_column("note", ratio=1)
     for r, name in zip(records, names, strict=True):
-        cells = [name, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
+        cells = [name, r.status.value, _x(r.speedup_e2e)]
+        cells += [_x(r.speedup_device)] if device else []
         cells += [_x(r.speedup_replay)] if replay else []
         cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]

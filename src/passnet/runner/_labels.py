@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["ELLIPSIS", "short_labels"]
+__all__ = ["ELLIPSIS", "label_width", "short_labels"]
 
 ELLIPSIS = "…"
+
+
+def label_width(columns: int) -> int:
+    """Characters a graph label gets in a line or table of ``columns`` characters: a
+    quarter (at least 24), the rest for statuses, figures and notes."""
+    return max(24, columns // 4)
 
 
 def _common_dir_prefix(labels: Sequence[str]) -> str:

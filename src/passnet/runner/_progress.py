@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.record import EvalRecord
-from passnet.runner._labels import short_labels
+from passnet.runner._labels import label_width, short_labels
 
 __all__ = ["RunProgress"]
 
@@ -35,8 +35,7 @@ class RunProgress:
         self.done = 0
         self.live = console.is_terminal
         names = list(labels or [])
-        # a third of the terminal for the names of the graphs, the rest for bar and stages
-        width = max(24, console.width // 3)
+        width = label_width(console.width)
         self._short = dict(zip(names, short_labels(names, width), strict=True))
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}
