@@ -11,6 +11,7 @@ import pytest
 from passnet.errors import InputFormatError
 from passnet.record import (
     SCHEMA_VERSION,
+    ErrorInfo,
     EvalRecord,
     append_jsonl,
     read_records,
@@ -214,3 +215,13 @@ def test_a_record_dict_without_a_version_is_of_this_version_and_keeps_its_fields
     again = record_from_dict(d)
     assert again.schema_version == SCHEMA_VERSION
     assert again.roofline is not None and again.roofline.floor_ms == 0.2
+
+
+def test_an_errors_headline_says_where_first() -> None:
+    error = ErrorInfo("NameError", "name 'x' is not defined\nmore", "eager", {"file": "model.py"})
+    assert error.headline() == "name 'x' is not defined"  # no line: no place
+    error.context["line"] = "19"
+    assert error.headline() == "model.py:19: name 'x' is not defined"
+    placed = ErrorInfo("SampleError", "bad field in model.py:19", "load", error.context)
+    assert placed.headline() == "bad field in model.py:19"  # said once
+    assert ErrorInfo("Timeout", "", "measure").headline() == "Timeout"

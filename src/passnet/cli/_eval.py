@@ -312,14 +312,9 @@ NOTE_CHARS = 200
 
 
 def _error_note(error: Any) -> str:
-    """The error's first line, after where it happened (``model.py:19``) when the record
-    knows: the location comes first, so no cut of a long message loses it."""
-    first = error.message.splitlines()[0] if error.message else error.type
-    if len(first) > NOTE_CHARS:
-        first = first[: NOTE_CHARS - 1] + "…"
-    file, line = error.context.get("file"), error.context.get("line")
-    where = f"{file}:{line}" if file and line else ""
-    return f"{where}: {first}" if where and where not in first else first
+    """The error's headline (where it happened first), cut to :data:`NOTE_CHARS`."""
+    note = error.headline()
+    return note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"
 
 
 def _x(speedup: float | None) -> str:

@@ -296,6 +296,14 @@ class ErrorInfo:
     context: dict[str, str] = field(default_factory=dict)
     traceback: str = ""
 
+    def headline(self) -> str:
+        """The message's first line (the type when there is none), after where it happened
+        (``model.py:19: ...``) when the context says: a note cut to its width keeps it."""
+        first = self.message.splitlines()[0] if self.message else self.type
+        file, line = self.context.get("file"), self.context.get("line")
+        where = f"{file}:{line}" if file and line else ""
+        return f"{where}: {first}" if where and where not in first else first
+
 
 @dataclass
 class PassReport:

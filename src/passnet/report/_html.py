@@ -55,7 +55,8 @@ COLUMNS: dict[str, str] = {
     "% floor": "The graph's hardware floor (max of its FLOPs at the measured matrix-product "
     "rate and its minimum bytes at the measured copy bandwidth) over the compiled side's "
     "median: how close it came to the hardware limit.",
-    "note": "The error in words, or a timing remark (unstable timing).",
+    "note": "The error's first line, after where it happened (model.py:19) when known, or "
+    "a timing remark (unstable timing).",
 }
 """The per-graph table's columns and what they mean (also shown on the page)."""
 
@@ -140,7 +141,7 @@ def _graph_cells(record: EvalRecord | None) -> list[str]:
     phases = record.phases_s or {}
     # "total" is the whole evaluation as the parent measured it; older records lack it
     total = phases.get("total", sum(phases.values()))
-    note = record.error.message.splitlines()[0] if record.error and record.error.message else ""
+    note = record.error.headline() if record.error else ""
     if not note and (
         (record.eager and record.eager.unstable) or (record.compiled and record.compiled.unstable)
     ):
