@@ -241,8 +241,9 @@ td:first-child,th:first-child{text-align:left}thead tr:first-child th{text-align
 #graphs th.sorted-asc::after{content:" \\25B2"}#graphs th.sorted-desc::after{content:" \\25BC"}
 .wide{max-width:100%;overflow-x:auto}#graphs{font-size:11px}#graphs th{white-space:normal}
 #graphs th,#graphs td{padding:2px 3px}#graphs .alias{color:#667085}
-#graphs td:first-child{min-width:160px;max-width:240px;overflow-wrap:anywhere}
-#graphs td.note{text-align:left;max-width:80px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+#graphs td:first-child{min-width:160px;max-width:360px;overflow-wrap:anywhere}
+#graphs td.note{text-align:left;max-width:240px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+#graphs.several td.note{max-width:80px}
 .notice{background:#fff4d6;border-radius:6px;padding:6px 10px}
 .figs{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.figs svg{width:600px;max-width:100%;height:auto}
 .controls{margin:8px 0}input[type=search]{width:320px;padding:4px}dl dt{font-weight:600;margin-top:6px}
@@ -331,7 +332,9 @@ def render_html_report(
             cells += _graph_cells(row.records.get(name))
         body_rows.append(f"<tr>{''.join(cells)}</tr>")
     table = (
-        "<div class='wide'><table id='graphs'><thead>"
+        "<div class='wide'><table id='graphs'"
+        + (" class='several'" if len(names) > 1 else "")  # runs side by side: notes narrower
+        + "><thead>"
         + group_row
         + column_row
         + "</thead><tbody>"
