@@ -77,7 +77,7 @@ def test_unknown_compiler_fails_before_running(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["eval", str(MLP), "--compiler", "nope", "--out", str(tmp_path)]) == 2
-    assert "known:" in capsys.readouterr().out
+    assert "known:" in capsys.readouterr().err
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -85,7 +85,7 @@ def test_missing_path_is_a_precise_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["eval", str(tmp_path / "nowhere"), "--compiler", "eager"]) == 2
-    assert "nowhere" in capsys.readouterr().out
+    assert "nowhere" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["eval", "score", "plot"])
@@ -124,7 +124,7 @@ def test_score_parameters_out_of_range_are_errors_not_tracebacks(
         "[Processing] /x/m\n[Result] status: failed\n[Fail due to eager model execution error.]\n"
     )
     assert main(["score", str(log), option, value]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert message in " ".join(out.split())
 
 
@@ -145,7 +145,7 @@ def test_mistakes_in_the_command_are_errors_not_records(
 ) -> None:
     out = tmp_path / "run"
     assert main(["eval", str(MLP), "--compiler", "eager", option, value, "--out", str(out)]) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    assert message in " ".join(capsys.readouterr().err.split())
     assert not (out / "results.jsonl").exists()
 
 
@@ -156,7 +156,7 @@ def test_cuda_only_timing_options_on_cpu_are_errors_of_the_command(
 ) -> None:
     out = tmp_path / "run"
     assert main(["eval", str(MLP), "--compiler", "eager", option, "--out", str(out)]) == 2
-    text = " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().err.split())
     assert f"{option} (settings" in text and "time on a GPU" in text and "--device cuda" in text
     assert not (out / "results.jsonl").exists()
 
@@ -173,7 +173,7 @@ def test_graphs_per_child_is_refused_where_every_graph_has_a_child_of_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], other: list[str]
 ) -> None:
     assert _eager_run(tmp_path / "run", "--graphs-per-child", "4", *other) == 2
-    assert "--graphs-per-child shares a child" in " ".join(capsys.readouterr().out.split())
+    assert "--graphs-per-child shares a child" in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "run").exists()
 
 
@@ -196,7 +196,7 @@ def test_overlap_is_refused_before_anything_runs_where_it_cannot_apply(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], message: str
 ) -> None:
     assert _eager_run(tmp_path / "run", *options) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    assert message in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "run").exists()
 
 
@@ -216,7 +216,7 @@ def test_graphs_per_child_shares_children_and_is_a_setting_of_the_run(
     assert {r.settings["graphs_per_child"] for r in records} == {2}
     capsys.readouterr()
     assert _eager_run(out) == 2  # a folder never mixes the two
-    assert "graphs_per_child 2 there, 1 now" in " ".join(capsys.readouterr().out.split())
+    assert "graphs_per_child 2 there, 1 now" in " ".join(capsys.readouterr().err.split())
 
 
 def test_random_layout_is_a_setting_of_the_run_and_not_resumed_across(
@@ -228,7 +228,7 @@ def test_random_layout_is_a_setting_of_the_run_and_not_resumed_across(
     assert rec["settings"]["fixed_layout"] is False and rec["layout_fixed"] is False
     capsys.readouterr()
     assert _eager_run(out) == 2  # a folder never mixes the two
-    assert "fixed_layout False there, True now" in " ".join(capsys.readouterr().out.split())
+    assert "fixed_layout False there, True now" in " ".join(capsys.readouterr().err.split())
 
 
 def test_the_folders_score_covers_its_graphs_of_earlier_commands_too(
@@ -289,7 +289,7 @@ def test_a_score_file_is_not_taken_for_records(
     assert _eager_run(out) == 0
     assert main(["score", str(out / "aggregated_score.json")]) == 2
     assert "this is a score (aggregated_score.json), not evaluation records" in " ".join(
-        capsys.readouterr().out.split()
+        capsys.readouterr().err.split()
     )
 
 
@@ -300,7 +300,7 @@ def test_plot_inputs_of_the_same_name_must_be_named_apart(
         assert _eager_run(tmp_path / run / "eager") == 0
     args = ["plot", str(tmp_path / "a" / "eager"), str(tmp_path / "b" / "eager")]
     assert main([*args, "--out", str(tmp_path / "fig")]) == 2
-    assert "two inputs are named 'eager'" in capsys.readouterr().out
+    assert "two inputs are named 'eager'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

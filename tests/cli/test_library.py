@@ -59,7 +59,7 @@ def test_an_unknown_pass_stops_the_command_naming_the_known_ones(tmp_path, capsy
     from passnet.cli import main
 
     assert main(["library", "install", "nope", str(tmp_path / "pd")]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "unknown reference pass 'nope'; known: masked_mean_pooling" in out
     assert not (tmp_path / "pd").exists()  # nothing was done
 

@@ -37,7 +37,7 @@ def test_task_errors_are_reported_not_raised(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["task", "check", str(tmp_path / "missing")]) == 2
-    assert "task folder does not exist" in capsys.readouterr().out
+    assert "task folder does not exist" in capsys.readouterr().err
 
 
 def test_task_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:

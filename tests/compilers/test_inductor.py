@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from passnet.compilers import create_compiler
+from passnet.compilers import COMPILERS, compile_warm, create_compiler, inductor_option_types
+from passnet.errors import CompilerConfigError
 
 
 def _module() -> tuple[torch.nn.Module, list[torch.Tensor]]:
@@ -89,9 +90,12 @@ def test_compile_threads_config_and_max_autotune_leave_the_pool_to_inductor(
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "4", True])
 def test_compile_threads_must_be_a_positive_integer(bad) -> None:
+    # refused with the configuration, before anything compiles
+    with pytest.raises(CompilerConfigError, match="config compile_threads must be"):
+        create_compiler("inductor", compile_threads=bad)
     module, inputs = _module()
     with pytest.raises(ValueError, match="compile_threads must be a positive integer"):
-        create_compiler("inductor", compile_threads=bad).compile(module, inputs)
+        compile_warm(module, inputs, compile_threads=bad)
 
 
 def test_a_mode_compiler_keeps_the_users_options(monkeypatch) -> None:
@@ -112,3 +116,55 @@ def test_a_mode_compiler_keeps_the_users_options(monkeypatch) -> None:
     assert seen[0]["options"]["max_autotune"] is True
     assert seen[0]["options"]["epilogue_fusion"] is False
     assert seen[1]["mode"] == "max-autotune" and "options" not in seen[1]
+
+
+@pytest.mark.parametrize("name", ["inductor", "inductor-max-autotune", "inductor-scg"])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"nosuch_key": 1}, "does not take config key nosuch_key: it is neither one of passnet's"),
+        ({"max_autotun": True}, "did you mean max_autotune"),
+        ({"warm": "maybe"}, 'config warm must be a boolean, got "maybe" (--config reads VALUE'),
+        ({"dynamic": 1}, "config dynamic must be a boolean or null, got 1"),
+        ({"triton.cudagraphs": 1}, "config triton.cudagraphs must be a boolean, got 1"),
+        ({"max_autotune": "yes"}, "config max_autotune must be a boolean"),
+        ({"triton": {"cudagraphs": True}}, "does not take config key triton:"),
+    ],
+)
+def test_inductor_options_are_checked_against_inductors_own_keys_and_types(
+    name: str, config: dict, message: str
+) -> None:
+    """Checked before anything runs, from the class: an unknown option or a value of the
+    wrong type is a mistake in the command, not a compile error of every graph."""
+    with pytest.raises(CompilerConfigError) as err:
+        COMPILERS.get(name).check_config(config)
+    assert message in err.value.message
+    assert err.value.context["field"] == next(iter(config))
+
+
+def test_inductor_options_of_the_right_type_are_taken() -> None:
+    import torch._inductor.config as inductor_config
+
+    types = inductor_option_types()
+    # every option of torch._inductor.config, nested ones dotted, with the JSON types of
+    # its declared type (a bare None default: any value)
+    assert set(types) == set(inductor_config.get_config_copy())
+    assert types["triton.cudagraphs"] == ("boolean",)
+    assert types["cpp.threads"] == ("integer",)
+    assert types["fx_graph_remote_cache"] == ("boolean", "null")
+    ok = {
+        "max_autotune": True,
+        "triton.cudagraphs": False,
+        "cpp.threads": 2,
+        "max_autotune_gemm_backends": "ATEN",
+        "fx_graph_remote_cache": None,
+        "warm": False,
+        "dynamic": None,
+        "compile_threads": None,
+    }
+    COMPILERS.get("inductor").check_config(ok)
+    COMPILERS.get("inductor-scg").check_config({**ok, "cudagraph_calls": 5})
+    with pytest.raises(CompilerConfigError, match="cudagraph_calls must be an integer"):
+        COMPILERS.get("inductor-scg").check_config({"cudagraph_calls": "many"})
+    with pytest.raises(CompilerConfigError, match="does not take config key cudagraph_calls"):
+        COMPILERS.get("inductor").check_config({"cudagraph_calls": 5})  # scg's only

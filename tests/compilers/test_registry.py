@@ -36,13 +36,32 @@ def test_a_compiler_that_declares_its_keys_refuses_others_naming_them() -> None:
     assert err.value.message == (
         "compiler 'eager' does not take config keys mode, warm; the keys it takes: none"
     )
-    assert err.value.context == {"compiler": "eager"}
+    assert err.value.context == {"compiler": "eager", "field": "mode"}
     assert err.value.status is Status.COMPILE_ERROR
     COMPILERS.get("eager").check_config({})  # checked without building the compiler
     with pytest.raises(CompilerConfigError, match="'eager' does not take config key x;"):
         COMPILERS.get("eager").check_config({"x": 1})
-    # compilers that do not declare their keys check their own (Inductor: torch.compile)
+    # compilers that do not declare their keys check their own (Inductor: its options)
     assert create_compiler("inductor", epilogue_fusion=False).config == {"epilogue_fusion": False}
+
+
+def test_declared_config_types_are_checked_from_the_class() -> None:
+    class Typed(Compiler):
+        config_keys = frozenset({"level", "ratio", "label", "anything"})
+        config_types = {"level": ("integer",), "ratio": ("number", "null"), "label": ("string",)}
+
+    Typed.check_config({"level": 2, "ratio": 1, "label": "x", "anything": [1]})
+    Typed.check_config({"ratio": None, "anything": {"a": 1}})
+    for bad, message in [
+        ({"level": True}, "config level must be an integer, got true"),
+        ({"level": 2.5}, "config level must be an integer, got 2.5"),
+        ({"ratio": "fast"}, 'config ratio must be a number or null, got "fast"'),
+        ({"label": 3}, "config label must be a string, got 3"),
+    ]:
+        with pytest.raises(CompilerConfigError) as err:
+            Typed.check_config(bad)
+        assert err.value.message.startswith(f"compiler 'Typed': {message}")
+        assert err.value.context["field"] == next(iter(bad))
 
 
 def test_file_spec_loads_a_compiler_class() -> None:

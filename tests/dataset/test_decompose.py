@@ -298,7 +298,7 @@ def test_cli_decompose_reports_counts_and_exit_status(
     ]
     bad = write_sample(tmp_path / "bad", "import torch\n", [TensorMeta("L_x_", [2], torch.float32)])
     assert main(["decompose", str(bad), "--out", str(tmp_path / "o2"), "--kind", "single-op"]) == 1
-    assert "trace" in capsys.readouterr().out
+    assert "trace" in capsys.readouterr().err
 
 
 def test_write_op_ranges_writes_chosen_ranges_and_says_what_became_of_each(tmp_path: Path) -> None:

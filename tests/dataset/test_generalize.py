@@ -293,8 +293,8 @@ def test_cli_generalize_lists_failed_variants(
         main(["generalize", str(VIT), "--out", str(tmp_path), "--dtypes", "--shape-factors", "2"])
         == 0
     )
-    out = capsys.readouterr().out
-    assert "variant failed" in out and "float32_S0-448" in out
+    err = capsys.readouterr().err  # a warning: on stderr
+    assert "warning: variant failed" in err and "float32_S0-448" in err
 
 
 def test_a_scaled_shape_over_the_size_bound_is_too_large_in_every_dtype(tmp_path: Path) -> None:
@@ -434,7 +434,7 @@ def test_generalize_options_out_of_range_stop_the_command(
     from passnet.cli import main
 
     assert main(["generalize", str(BERT), "--out", str(tmp_path / "v"), option, value]) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    assert message in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "v").exists()
 
 

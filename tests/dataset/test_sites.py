@@ -131,7 +131,7 @@ def test_cli_builds_a_site_task_and_refuses_shape_factors_for_whole_graphs(tmp_p
     assert main([*argv, "--scope", "site", "--shape-factors"]) == 0
     assert [g.name for g in load_task(out).graphs] == [f"{ROLL_STEM}_float32"]
     assert main([*argv[:3], str(tmp_path / "other"), "--shape-factors", "2"]) == 2
-    assert "--shape-factors needs --scope site" in capsys.readouterr().out
+    assert "--shape-factors needs --scope site" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*argv[:3], str(tmp_path / "x"), "--scope", "site", "--shape-factors", "1"])
     assert "a shape factor is an integer >= 2" in capsys.readouterr().err

@@ -41,7 +41,7 @@ def test_config_needs_a_pass_dir_and_nothing_unknown() -> None:
         create_compiler("pass_mgr")
     with pytest.raises(CompilerConfigError, match="does not take config key mode; the keys"):
         create_compiler("pass_mgr", pass_dir="x", mode="fast")
-    with pytest.raises(CompilerConfigError, match="lean_launch must be true or false"):
+    with pytest.raises(CompilerConfigError, match='lean_launch must be a boolean, got "no"'):
         create_compiler("pass_mgr", pass_dir="x", lean_launch="no")
 
 

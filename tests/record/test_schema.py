@@ -11,6 +11,7 @@ import pytest
 from passnet.errors import InputFormatError
 from passnet.record import (
     SCHEMA_VERSION,
+    ErrorInfo,
     EvalRecord,
     append_jsonl,
     read_records,
@@ -149,6 +150,32 @@ def test_a_field_of_the_wrong_json_type_is_named(path, value, message) -> None:
         record_from_json(json.dumps(d))
 
 
+@pytest.mark.parametrize(
+    ("drop", "message"),
+    [
+        (("graph_hash", "device"), "record lacks the required fields graph_hash, device"),
+        (("status",), "record lacks the required field status"),
+        (("eager", "e2e"), "record.eager lacks the required field e2e"),
+    ],
+)
+def test_a_missing_field_is_named_not_counted(drop, message) -> None:
+    d = json.loads(_rec("g").to_json())
+    d["eager"] = {"e2e": {"median_ms": 1.0}} if drop[0] == "eager" else None
+    target = d["eager"] if drop[0] == "eager" else d
+    for key in drop[1:] if drop[0] == "eager" else drop:
+        del target[key]
+    with pytest.raises(InputFormatError) as err:
+        record_from_dict(d)
+    assert message in err.value.message and "positional" not in err.value.message
+
+
+def test_an_unknown_status_lists_the_known_ones() -> None:
+    d = json.loads(_rec("g").to_json())
+    d["status"] = "great"
+    with pytest.raises(InputFormatError, match="record.status must be one of ok, accuracy, "):
+        record_from_dict(d)
+
+
 V1_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu_inductor/results.jsonl"
 
 
@@ -188,3 +215,13 @@ def test_a_record_dict_without_a_version_is_of_this_version_and_keeps_its_fields
     again = record_from_dict(d)
     assert again.schema_version == SCHEMA_VERSION
     assert again.roofline is not None and again.roofline.floor_ms == 0.2
+
+
+def test_an_errors_headline_says_where_first() -> None:
+    error = ErrorInfo("NameError", "name 'x' is not defined\nmore", "eager", {"file": "model.py"})
+    assert error.headline() == "name 'x' is not defined"  # no line: no place
+    error.context["line"] = "19"
+    assert error.headline() == "model.py:19: name 'x' is not defined"
+    placed = ErrorInfo("SampleError", "bad field in model.py:19", "load", error.context)
+    assert placed.headline() == "bad field in model.py:19"  # said once
+    assert ErrorInfo("Timeout", "", "measure").headline() == "Timeout"

@@ -16,13 +16,11 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from rich.console import Console
-from rich.markup import escape
-
 from passnet.cli import _agent, _dataset, _eval, _library, _score, _task
+from passnet.cli._output import make_console, print_error
 from passnet.errors import PassnetError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main"]
 
 TOP_EXAMPLES = """\
 examples:
@@ -38,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="passnet",
         description="Evaluate compilers and passes on real GraphNet computation graphs; build datasets.",
-        epilog=TOP_EXAMPLES,
+        epilog=TOP_EXAMPLES + "\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -50,22 +48,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_FILE_WIDTH = 1000
-"""Columns of output that goes to a file or a pipe: tables keep their natural width there
-(rich would cut them to 80 columns) and each log line stays one line."""
-
-
-def _console() -> Console:
-    terminal = Console(stderr=False)
-    return terminal if terminal.is_terminal else Console(stderr=False, width=_FILE_WIDTH)
+EXIT_CODES = """\
+exit status:
+  0  done
+  1  the work ran and failed: eval, no graph of the command could be evaluated (every
+     one a broken sample, a compile error, ...; records, log and score are written all
+     the same); task check, integrity findings; validate, hash, dedup, db add,
+     decompose, generalize, agent run: a sample or task failed (each is named)
+  2  a usage error (bad option, unknown compiler or config key, unreadable input),
+     refused before any work starts; also `passnet` without a command (help printed)
+  130, 143  interrupted (Ctrl-C, SIGTERM): finished results are kept
+"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``passnet`` command ``argv`` (default: the process's arguments); return its
+    exit status (:data:`EXIT_CODES`). Errors and warnings go to stderr, results to stdout."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        # bare `passnet`: the help, on stderr as argparse's usage errors are, status 2
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    console = _console()
+    console = make_console()
     terminated = []
 
     def stop(signum: int, _frame: object) -> None:
@@ -82,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, console) or 0)
     except PassnetError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         return 2
     except KeyboardInterrupt:
         return 128 + signal.SIGTERM if terminated else 130

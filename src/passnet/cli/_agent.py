@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import Any
 
+from passnet.cli._output import print_error
 from passnet.errors import PassnetError
 
 __all__ = ["add_commands"]
@@ -112,7 +113,7 @@ def _cmd_run(args: argparse.Namespace, console: Any) -> int:
             highlight=False,
         )
     for task, error in summary.failed:
-        console.print(f"[red]failed:[/red] {task}: {error}", highlight=False)
+        print_error(f"{task}: {error}")
     if summary.skipped:
         console.print(f"resumed: {summary.skipped} episode(s) already in {summary.out_dir}")
     console.print(f"trajectories: {summary.out_dir / 'trajectories.jsonl'}")
@@ -241,7 +242,14 @@ def add_commands(subparsers: Any) -> None:
         help="keep the episodes with reward >= X (default: 0, every episode whose submitted "
         "passes ran: a rejected or unevaluable pass, or no submission, earns -1)",
     )
-    p.add_argument("--format", choices=("openai", "sharegpt"), default="openai")
+    p.add_argument(
+        "--format",
+        choices=("openai", "sharegpt"),
+        default="openai",
+        help="openai: {messages, tools} per line, OpenAI's chat fine-tuning format with "
+        "tools (default); sharegpt: LLaMA-Factory's ShareGPT {conversations, system, tools} "
+        "with function_call turns",
+    )
     p.add_argument("--out", required=True, help="output JSON Lines file")
     p.set_defaults(func=_cmd_export)
 

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from passnet.cli._output import print_error, print_warning
 from passnet.errors import PassnetError, StoreError
 
 __all__ = ["add_commands"]
@@ -193,9 +194,7 @@ def _cmd_extract(args: argparse.Namespace, console: Console) -> int:
                             graph.path, provenance={"tool": "passnet extract", "file": str(file)}
                         )
                     except PassnetError as exc:
-                        console.print(
-                            f"[yellow]not catalogued[/yellow] {graph.path}: {exc}", highlight=False
-                        )
+                        print_warning(f"not catalogued {graph.path}: {exc}")
             advance(Path(file).name)
     table = Table("model", "samples", "repeats", "outcome")
     for r in results:
@@ -251,10 +250,7 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
                         catalog.add_sample(report.sample)
                     catalog.record_validation(report.sample, report.status.value, failed)
                 except PassnetError as exc:
-                    console.print(
-                        f"[yellow]not catalogued[/yellow] {report.sample}: {exc}",
-                        highlight=False,
-                    )
+                    print_warning(f"not catalogued {report.sample}: {exc}")
             reports.append(report)
             advance(Path(report.sample).name)
 
@@ -328,9 +324,7 @@ def _cmd_dedup(args: argparse.Namespace, console: Console) -> int:
                     try:
                         catalog.add_sample(sample)
                     except PassnetError as exc:
-                        console.print(
-                            f"[yellow]not catalogued[/yellow] {sample}: {exc}", highlight=False
-                        )
+                        print_warning(f"not catalogued {sample}: {exc}")
                         continue
                     catalog.mark_duplicate(sample, group.kept if sample != group.kept else None)
     table = Table("kept", "duplicates", "graph_hash")
@@ -344,7 +338,7 @@ def _cmd_dedup(args: argparse.Namespace, console: Console) -> int:
     if table.row_count:
         console.print(table)
     for error in report.errors:
-        console.print(f"[red]cannot hash[/red] {error.sample}: {error.error}", highlight=False)
+        print_error(f"cannot hash {error.sample}: {error.error}")
     summary = report.to_dict()
     console.print(
         f"{summary['total']} samples: {summary['unique']} unique, {summary['duplicates']} duplicates, "
@@ -373,7 +367,7 @@ def _cmd_db_add(args: argparse.Namespace, console: Console) -> int:
                 catalog.add_sample(path, kind=args.kind, source=args.source)
             except PassnetError as exc:
                 failed += 1
-                console.print(f"[red]not added[/red] {path}: {exc}", highlight=False)
+                print_error(f"not added {path}: {exc}")
             advance(path.name)
     console.print(f"{len(paths) - failed} samples recorded in {args.catalog}")
     return 1 if failed else 0
@@ -467,17 +461,14 @@ def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
     for res in failed:
         for e in res.errors:
             where = ", ".join(f"{k}={v}" for k, v in e.context.items())
-            console.print(
-                f"[red]{res.status}[/red] {escape(res.sample)} ({e.stage}): "
-                f"{escape(e.message)} [{escape(where)}]"
-            )
+            print_error(f"{res.status} {res.sample} ({e.stage}): {e.message} [{where}]")
     lost = [res for res in results if res.symbols_unknown]
     for res in lost:
         written = res.count(status=SubgraphStatus.WRITTEN)
         why = "; ".join(f"{s}: {r}" for s, r in sorted(res.symbols_lost.items()))
-        console.print(
-            f"[yellow]symbols lost[/yellow] {escape(res.name or res.sample)}: "
-            f"{res.symbols_unknown} of {written} written subgraphs ({escape(why)})"
+        print_warning(
+            f"symbols lost {res.name or res.sample}: "
+            f"{res.symbols_unknown} of {written} written subgraphs ({why})"
         )
     statuses = Counter(res.status for res in results)
     console.print(
@@ -556,12 +547,10 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
     for res in results:
         if res.error is not None:
             errors += 1
-            console.print(f"[red]error[/red] {escape(res.sample)}: {escape(res.error.message)}")
+            print_error(f"{res.sample}: {res.error.message}")
         for v in res.variants:
             if v.status is VariantStatus.FAILED:
-                console.print(
-                    f"[yellow]variant failed[/yellow] {escape(res.sample)} {v.name}: {escape(v.reason)}"
-                )
+                print_warning(f"variant failed {res.sample} {v.name}: {v.reason}")
     return 1 if errors else 0
 
 
@@ -589,7 +578,7 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(table)
     for s in result.skipped:
-        console.print(f"[yellow]skipped[/yellow] {escape(s['path'])}: {escape(s['reason'])}")
+        print_warning(f"skipped {s['path']}: {s['reason']}")
     console.print(f"written: {args.out} (manifest.json)")
     if args.sources:
         sources = result.sources()

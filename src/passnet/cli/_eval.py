@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
 __all__ = ["add_commands"]
@@ -24,7 +25,14 @@ examples:
 Re-running the same command resumes: finished evaluations in --out are skipped.
 --out's aggregated_score.json scores all its graphs evaluated with this compiler,
 configuration and device, those of earlier commands with other PATHs too (a task: its graphs).
+On a terminal each graph gets one line as it ends (--log-lines: its PassNet log too); in a
+file or pipe the PassNet log lines are echoed (--quiet: not). eval.log keeps them always.
+Exit status 1: no graph of the command could be evaluated (all failed); records are kept.
 """
+
+NOTHING_RAN = 1
+"""Exit status of an eval in which no graph ran (every one a sample error, compile error,
+...): a script or CI job sees the failure, though records, log and score are written."""
 
 
 OVERLAP_MEASURE_S = 60.0
@@ -103,7 +111,11 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             )
         planned.append((items, run_config, out_dir, score_dir))
     executor = _make_executor(args)
+    # The PassNet log of each graph: in a file or pipe (entry.sh >> LOG) unless --quiet; on
+    # a terminal only when asked (--log-lines): there, progress and one line per graph.
+    echo_logs = args.log_lines or (not args.quiet and not console.is_terminal)
     status = 0
+    ran = 0
     try:
         for items, run_config, out_dir, score_dir in planned:
             summary = run_evaluations(
@@ -119,9 +131,10 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 overlap_scope=args.overlap_scope,
                 executor=executor,
                 console=console,
-                echo_logs=not args.quiet,
+                echo_logs=echo_logs,
             )
             _print_summary(summary.records, console)
+            ran += sum(r.status.ran for r in summary.records)
             # The score describes the results folder: its records of this compiler, configuration
             # and device, earlier commands' too. A task's is the task's: its graph list.
             scored = summary.records if score_dir else summary.folder_records
@@ -138,6 +151,12 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     finally:
         if executor is not None:
             executor.close()
+    if not ran:
+        print_warning(
+            "no graph could be evaluated: every one failed (see the note column, and "
+            "results.jsonl's error for the whole message and traceback)"
+        )
+        status |= NOTHING_RAN
     return status
 
 
@@ -236,18 +255,29 @@ def _eval_targets(
 def _print_summary(records: list[Any], console: Console) -> None:
     from rich.table import Table
 
+    from passnet.runner import label_width, short_labels
+
     table = Table(title="evaluations")
     # the replay and kernel columns only where they were asked for (--replay-timing,
     # --profile-kernels)
     replay = any(r.settings.get("replay_timing") for r in records)
     kernels = any(r.settings.get("profile_kernels") for r in records)
-    columns = ["graph", "status", "speedup e2e", "speedup device"]
+    # device time only where there is any (CUDA): on the CPU the column is all "-"
+    device = any(r.speedup_device for r in records)
+    columns = ["graph", "status", "speedup e2e"]
+    columns += ["speedup device"] if device else []
     columns += ["speedup replay"] if replay else []
     columns += ["speedup kernels"] if kernels else []
-    for col in (*columns, "max diff", "floor", "note"):
+    # Graph names keep what tells them apart (their tail) in a quarter of the width; rich
+    # would cut them at the end, where names of one run are alike. The note wraps.
+    names = short_labels([r.graph for r in records], label_width(console.width))
+    table.add_column("graph", no_wrap=True, min_width=max(map(len, names), default=5))
+    for col in (*columns[1:], "max diff", "floor"):
         table.add_column(col)
-    for r in records:
-        cells = [r.graph, r.status.value, _x(r.speedup_e2e), _x(r.speedup_device)]
+    table.add_column("note", ratio=1)
+    for r, name in zip(records, names, strict=True):
+        cells = [name, r.status.value, _x(r.speedup_e2e)]
+        cells += [_x(r.speedup_device)] if device else []
         cells += [_x(r.speedup_replay)] if replay else []
         cells += [_x(r.speedup_kernels)] if kernels else []
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
@@ -274,7 +304,7 @@ def _note(r: Any, replay: bool, kernels: bool) -> str:
     """The error, or else every timing remark that applies (unstable, GPU clock held back,
     no replay, no profile)."""
     if r.error:
-        return r.error.message.splitlines()[0][:120] if r.error.message else r.error.type
+        return _error_note(r.error)
     notes = r.timing_remarks()
     if r.gpu and r.gpu.below_limit_samples:
         why = f" ({', '.join(r.gpu.reasons)})" if r.gpu.reasons else ""
@@ -284,6 +314,16 @@ def _note(r: Any, replay: bool, kernels: bool) -> str:
     if kernels and r.compiled and r.compiled.kernels_error:
         notes.append(r.compiled.kernels_error[:60])
     return "; ".join(notes)
+
+
+NOTE_CHARS = 200
+"""An error's first line is shown up to this many characters (records keep it whole)."""
+
+
+def _error_note(error: Any) -> str:
+    """The error's headline (where it happened first), cut to :data:`NOTE_CHARS`."""
+    note = error.headline()
+    return note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"
 
 
 def _x(speedup: float | None) -> str:
@@ -307,9 +347,7 @@ def _write_scores(
 
     scorable = [r for r in records if r.status.value not in ("sample_error", "too_large")]
     if not scorable:
-        console.print(
-            "[yellow]no scorable graphs (all are sample errors or too large): no score written"
-        )
+        print_warning("no scorable graphs (all are sample errors or too large): no score written")
         return 0
     if all(r.settings.get("time_graphs") is False for r in scorable):
         # Correctness only: a score would charge every graph as untimed (a failure).
@@ -489,7 +527,18 @@ def add_commands(subparsers: Any) -> None:
         help="let the kernel randomize each run's child address-space layout (default: the "
         "same layout in every run, for comparable runs)",
     )
-    p.add_argument("--quiet", action="store_true", help="do not echo the PassNet log lines")
+    echo = p.add_mutually_exclusive_group()
+    echo.add_argument(
+        "--log-lines",
+        action="store_true",
+        help="echo each graph's PassNet log lines on a terminal too (default there: progress "
+        "and one line per graph; eval.log in --out has them all)",
+    )
+    echo.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not echo the PassNet log lines where output is not a terminal (a file, a pipe)",
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = subparsers.add_parser(

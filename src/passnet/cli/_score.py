@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
 __all__ = ["add_commands"]
@@ -153,7 +154,7 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from passnet.report import write_html_report
+    from passnet.report import graph_rows, write_html_report
 
     out = Path(args.out)
     if out.is_dir():
@@ -161,8 +162,33 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     runs = _named_inputs(args.inputs)
     reports = _scores(runs, args.interpretation, strict=False)
     path = write_html_report(runs, reports, out, title=args.title)
-    console.print(f"written: {path}")
+    rows = graph_rows(runs)
+    if len(runs) > 1 and not any(len(row.records) > 1 for row in rows):
+        print_warning(
+            f"the {len(runs)} runs share no graph (by graph_hash or name): the report lists "
+            "each run's graphs apart, and their scores are over different graphs"
+        )
+    console.print(f"written: {path} ({len(runs)} run(s), {len(rows)} graphs)")
     return 0
+
+
+INPUT_HELP = (
+    "a results folder (its results.jsonl), a records .jsonl file, or a PassNet/GraphNet log file"
+)
+NAMED_INPUT_HELP = (
+    INPUT_HELP + "; NAME= names the run in tables and legends (default: the folder or file name)"
+)
+
+
+def _interpretation_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--interpretation",
+        default="default",
+        choices=["default", "mismatch_extended"],
+        help="how failures map to ES_t error codes: default, GraphNet's (accuracy 1; runtime, "
+        "dtype, shape, nonfinite, timeout 2; compile 3) or mismatch_extended (accuracy 1; "
+        "dtype, shape, nonfinite 2; runtime, timeout 3; compile 4); docs/scoring.md",
+    )
 
 
 def _score_options(p: argparse.ArgumentParser) -> None:
@@ -171,7 +197,7 @@ def _score_options(p: argparse.ArgumentParser) -> None:
         "--b", type=float, default=0.1, help="failure penalty b in (0, 1] (default: 0.1)"
     )
     p.add_argument("--p", type=float, default=0.0, help="slowdown penalty p >= 0 (default: 0)")
-    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    _interpretation_option(p)
     p.add_argument(
         "--speedup", default="e2e", choices=["e2e", "device"], help="which speedup to score"
     )
@@ -185,9 +211,7 @@ def add_commands(subparsers: Any) -> None:
         epilog=SCORE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="results folder, .jsonl file or log file"
-    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
     _score_options(p)
     p.add_argument(
         "--count-sample-errors",
@@ -215,9 +239,9 @@ def add_commands(subparsers: Any) -> None:
         epilog=PLOT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT")
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT", help=NAMED_INPUT_HELP)
     p.add_argument("--out", required=True, help="folder for the PNG files")
-    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    _interpretation_option(p)
     p.set_defaults(func=_cmd_plot)
 
     p = subparsers.add_parser(
@@ -226,8 +250,8 @@ def add_commands(subparsers: Any) -> None:
         epilog=REPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT")
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]INPUT", help=NAMED_INPUT_HELP)
     p.add_argument("--out", default="report.html", help="HTML file to write (default: report.html)")
     p.add_argument("--title", default="passnet report", help="the page's title")
-    p.add_argument("--interpretation", default="default", choices=["default", "mismatch_extended"])
+    _interpretation_option(p)
     p.set_defaults(func=_cmd_report)

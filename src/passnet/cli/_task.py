@@ -61,7 +61,7 @@ def add_commands(subparsers: Any) -> None:
     """Register ``passnet task new`` and ``passnet task check``."""
     fmt = argparse.RawDescriptionHelpFormatter
     task = subparsers.add_parser(
-        "task", help="PassBench tasks: create, check", epilog=TASK_EXAMPLES, formatter_class=fmt
+        "task", help="PassBench tasks: new, check", epilog=TASK_EXAMPLES, formatter_class=fmt
     )
     sub = task.add_subparsers(dest="task_command", metavar="COMMAND", required=True)
     new = sub.add_parser(

@@ -11,8 +11,17 @@ machinery)::
 """
 
 from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
-from passnet.compilers._base import COMPILERS, Compiler, create_compiler, register_compiler
-from passnet.compilers._builtin import compile_warm, stop_compile_workers
+from passnet.compilers._base import (
+    COMPILERS,
+    JSON_TYPES,
+    Compiler,
+    check_config_type,
+    create_compiler,
+    json_type,
+    json_type_fits,
+    register_compiler,
+)
+from passnet.compilers._builtin import compile_warm, inductor_option_types, stop_compile_workers
 from passnet.compilers._cudagraph import (
     GraphedCall,
     PartitionChoices,
@@ -28,6 +37,7 @@ from passnet.compilers._info import CompilerInfo, compiler_info, is_code_spec
 
 __all__ = [
     "COMPILERS",
+    "JSON_TYPES",
     "GraphedCall",
     "Compiler",
     "CompilerInfo",
@@ -38,9 +48,13 @@ __all__ = [
     "is_code_spec",
     "is_module_state",
     "mark_module_state",
+    "check_config_type",
     "compile_warm",
     "compiler_info",
     "create_compiler",
+    "inductor_option_types",
+    "json_type",
+    "json_type_fits",
     "register_compiler",
     "select_cudagraph",
     "split_reason",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import logging
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from passnet.compilers._base import Compiler, register_compiler
+from passnet.compilers._base import Compiler, check_config_type, register_compiler
 from passnet.compilers._cudagraph import (
     PartitionChoices,
     PerShape,
@@ -18,6 +21,7 @@ from passnet.compilers._cudagraph import (
     select_cudagraph,
     split_reason,
 )
+from passnet.errors import CompilerConfigError
 from passnet.record import CudaGraphDecision
 
 __all__ = [
@@ -27,6 +31,7 @@ __all__ = [
     "InductorMaxAutotune",
     "InductorSelectiveCudaGraphs",
     "compile_warm",
+    "inductor_option_types",
     "stop_compile_workers",
 ]
 
@@ -49,16 +54,54 @@ class Inductor(Compiler):
 
     Config: ``dynamic`` (default False), ``warm`` (default True) and ``compile_threads``
     (default 1, except for max-autotune; ``None``: Inductor's own choice, one per core),
-    see :func:`compile_warm`; any other key is an Inductor option.
+    see :func:`compile_warm`; any other key is an Inductor option (a key of
+    ``torch._inductor.config``, nested ones dotted: ``triton.cudagraphs``), checked against
+    Inductor's options and their types before anything runs (:meth:`check_config`).
     """
 
     mode: str | None = None
     default_compile_threads: int | None = 1
+    config_types: Mapping[str, tuple[str, ...]] = {
+        "dynamic": ("boolean", "null"),
+        "warm": ("boolean",),
+        "compile_threads": ("integer", "null"),
+    }
+    """passnet's own keys; every other key is an Inductor option."""
+
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> None:
+        """passnet's keys by their declared types (``compile_threads`` positive), every other
+        key as an Inductor option: one of ``torch._inductor.config`` with a value of its
+        type (:func:`inductor_option_types`). Unknown options and ill-typed values fail here,
+        before anything runs, not as a compile error of every graph."""
+        super().check_config(config)
+        threads = config.get("compile_threads")
+        if isinstance(threads, int) and threads < 1:
+            raise CompilerConfigError(
+                f"compiler {cls.name!r}: config compile_threads must be a positive integer "
+                f"or null, got {threads}",
+                compiler=cls.name,
+                field="compile_threads",
+            )
+        known = inductor_option_types()
+        for key, value in config.items():
+            if key in cls.config_types:
+                continue
+            if key not in known:
+                close = difflib.get_close_matches(key, [*known, *cls.config_types], n=3)
+                maybe = f"; did you mean {' or '.join(close)}?" if close else ""
+                raise CompilerConfigError(
+                    f"compiler {cls.name!r} does not take config key {key}: it is neither "
+                    f"one of passnet's ({', '.join(cls.config_types)}) nor an Inductor option "
+                    f"(torch._inductor.config){maybe}",
+                    compiler=cls.name,
+                    field=key,
+                )
+            if known[key] is not None:
+                check_config_type(cls.name, key, value, known[key])
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
-        options = {
-            k: v for k, v in self.config.items() if k not in ("dynamic", "warm", "compile_threads")
-        }
+        options = {k: v for k, v in self.config.items() if k not in self.config_types}
         kwargs: dict[str, Any] = {
             "backend": "inductor",
             "dynamic": self.config.get("dynamic", False),
@@ -142,6 +185,62 @@ def compile_warm(
     return compiled
 
 
+@functools.cache
+def inductor_option_types() -> dict[str, tuple[str, ...] | None]:
+    """Every option of ``torch._inductor.config`` (nested ones dotted, ``triton.cudagraphs``)
+    and the JSON types its value may have: from the option's declared type where it maps
+    onto JSON types (``int | None``: an integer or null), else from its default's type;
+    None where neither tells (a default of None with a Python-object type)."""
+    import torch._inductor.config as inductor_config
+
+    entries = getattr(inductor_config, "_config", {})  # declared types, where torch keeps them
+    out: dict[str, tuple[str, ...] | None] = {}
+    for key, default in inductor_config.get_config_copy().items():
+        declared = getattr(entries.get(key), "value_type", None)
+        kinds = _json_types_of_type(declared)
+        if kinds == ("null",):  # an option declared by a bare None default: type unknown
+            kinds = None
+        out[key] = kinds or _json_types_of_type(type(default) if default is not None else None)
+    return out
+
+
+_JSON_OF_TYPE: dict[Any, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    type(None): "null",
+    list: "array",
+    tuple: "array",
+    set: "array",
+    dict: "object",
+}
+
+
+def _json_types_of_type(tp: Any) -> tuple[str, ...] | None:
+    """The JSON types a Python type annotation admits; None where one of its members is not
+    a JSON type (a callable, a class, a forward reference)."""
+    if tp is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        parts = [_json_types_of_type(a) for a in typing.get_args(tp)]
+        if any(p is None for p in parts):
+            return None
+        return tuple(dict.fromkeys(t for p in parts for t in p or ()))
+    if origin is typing.Literal:
+        return tuple(dict.fromkeys(_JSON_OF_TYPE.get(type(v), "other") for v in tp.__args__))
+    base = origin or tp
+    if isinstance(base, type):
+        if base in _JSON_OF_TYPE:
+            return (_JSON_OF_TYPE[base],)
+        if issubclass(base, Mapping):
+            return ("object",)
+        if issubclass(base, Sequence) and not issubclass(base, (str, bytes)):
+            return ("array",)
+    return None
+
+
 def _fx_cache_hits() -> int:
     from torch._dynamo.utils import counters
 
@@ -184,21 +283,18 @@ class InductorSelectiveCudaGraphs(Inductor):
 
     Each graph is compiled once (no warm second compile: the selection measures the very
     program that is timed), launched and replayed on its own inputs, and the faster kept;
-    :meth:`cudagraph_decisions` says what was chosen and why. Config: Inductor options, and
+    :meth:`cudagraph_decisions` says what was chosen and why. Config: Inductor's, and
     ``cudagraph_calls`` (timed calls per variant, default 20).
     """
 
     requires_cuda = True
+    config_types = {**Inductor.config_types, "cudagraph_calls": ("integer",)}
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         self._decisions: list[CudaGraphDecision] = []
         self._graphs = 0
         calls = int(self.config.get("cudagraph_calls", 20))
-        options = {
-            k: v
-            for k, v in self.config.items()
-            if k not in ("dynamic", "warm", "compile_threads", "cudagraph_calls")
-        }
+        options = {k: v for k, v in self.config.items() if k not in self.config_types}
 
         def backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
             from torch._inductor import compile as inductor_compile

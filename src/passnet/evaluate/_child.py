@@ -151,8 +151,12 @@ def _call(fn: Callable[..., Any], inputs: list[Any], device: str) -> tuple[list[
     return out, args
 
 
-def _error(exc: BaseException, stage: str) -> dict[str, Any]:
+def _error(exc: BaseException, stage: str, sample_dir: str | None = None) -> dict[str, Any]:
     context = dict(getattr(exc, "context", {}) or {})
+    if sample_dir is not None and "file" not in context:
+        # a failure inside the sample's own code (model.py): its file and line, which the
+        # message of a NameError or a shape error does not carry
+        context.update(_sample_location(exc, sample_dir))
     return {
         "type": type(exc).__name__,
         "message": str(getattr(exc, "message", exc)) or type(exc).__name__,
@@ -160,6 +164,17 @@ def _error(exc: BaseException, stage: str) -> dict[str, Any]:
         "context": {k: str(v) for k, v in context.items()},
         "traceback": traceback.format_exc(limit=20),
     }
+
+
+def _sample_location(exc: BaseException, sample_dir: str) -> dict[str, str]:
+    """``file`` (relative to the sample) and ``line`` of the innermost frame of the
+    traceback in one of the sample's files; empty when it never ran the sample's code."""
+    root = os.path.realpath(sample_dir)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = os.path.realpath(frame.filename)
+        if path.startswith(root + os.sep):
+            return {"file": os.path.relpath(path, root), "line": str(frame.lineno)}
+    return {}
 
 
 def run_child(request: ChildRequest, send: Send) -> None:
@@ -180,11 +195,12 @@ def run_child(request: ChildRequest, send: Send) -> None:
     except BaseException as exc:  # noqa: BLE001 - everything becomes a status
         status = _status_for(exc, stage.name, request.compiler)
         result["status"] = status.value
-        result["error"] = _error(exc, stage.name)
+        sample_dir = request.sample_path if status is Status.SAMPLE_ERROR else None
+        result["error"] = _error(exc, stage.name, sample_dir)
         if loaded.get("memory_limit") and out_of_host_memory(exc):
             _out_of_memory_at_limit(result, loaded["memory_limit"], stage.name)
         elif status in (Status.COMPILE_ERROR, Status.RUNTIME_ERROR) and "module" in loaded:
-            _blame_the_sample(result, loaded, stage, exc)
+            _blame_the_sample(result, loaded, stage, exc, request.sample_path)
     finally:
         if request.turns is not None:
             request.turns.leave()
@@ -261,7 +277,11 @@ def _out_of_memory_at_limit(result: dict[str, Any], limit: int, stage: str) -> N
 
 
 def _blame_the_sample(
-    result: dict[str, Any], loaded: dict[str, Any], stage: _Stage, exc: BaseException
+    result: dict[str, Any],
+    loaded: dict[str, Any],
+    stage: _Stage,
+    exc: BaseException,
+    sample_dir: str,
 ) -> None:
     """After the compiled side failed: if eager fails on the same inputs, the sample is broken.
 
@@ -279,7 +299,7 @@ def _blame_the_sample(
         _call(loaded["module"], loaded["inputs"], device)
     except Exception as eager_exc:  # noqa: BLE001 - eager's own failure is the finding
         result["status"] = Status.SAMPLE_ERROR.value
-        result["error"] = _error(eager_exc, "eager")
+        result["error"] = _error(eager_exc, "eager", sample_dir)
         result["error"]["context"]["compiler_error"] = (
             f"{compiler_error['type']} during {compiler_error['stage']}: "
             f"{compiler_error['message'].splitlines()[0] if compiler_error['message'] else ''}"

@@ -49,23 +49,24 @@ class _PassCompiler(Compiler):
     applies_passes = True
     # lean_launch: pass kernels on CUDA launch through passes/_launch.py (default true)
     config_keys = frozenset({"pass_dir", "const_pass_dir", "lean_launch", "cudagraphs"})
+    config_types = {
+        "pass_dir": ("string",),
+        "const_pass_dir": ("string", "null"),
+        "lean_launch": ("boolean",),
+        "cudagraphs": ("string",),
+    }
     CUDAGRAPH_MODES = ("off", "auto")
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         """What makes a run of this compiler impossible, refused before anything runs:
-        unknown keys, ``lean_launch`` not a bool, ``cudagraphs`` not off or auto, no
-        ``pass_dir``, a pass directory whose
+        unknown keys, values of another JSON type (``lean_launch`` not a bool, a
+        ``pass_dir`` not a string), ``cudagraphs`` not off or auto, no ``pass_dir``, a pass
+        directory whose
         manifest is missing or broken, and pass files that import a package this machine
         lacks (Triton). Reads files only; no pass code runs here. Whether the passes are
         honest is decided per graph, in the evaluation child."""
         super().check_config(config)
-        if not isinstance(config.get("lean_launch", True), bool):
-            raise CompilerConfigError(
-                f"compiler {cls.name!r}: config lean_launch must be true or false, "
-                f"got {config['lean_launch']!r}",
-                compiler=cls.name,
-            )
         if config.get("cudagraphs", "off") not in cls.CUDAGRAPH_MODES:
             raise CompilerConfigError(
                 f"compiler {cls.name!r}: config cudagraphs must be one of "

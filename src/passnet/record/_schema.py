@@ -338,6 +338,14 @@ class ErrorInfo:
     context: dict[str, str] = field(default_factory=dict)
     traceback: str = ""
 
+    def headline(self) -> str:
+        """The message's first line (the type when there is none), after where it happened
+        (``model.py:19: ...``) when the context says: a note cut to its width keeps it."""
+        first = self.message.splitlines()[0] if self.message else self.type
+        file, line = self.context.get("file"), self.context.get("line")
+        where = f"{file}:{line}" if file and line else ""
+        return f"{where}: {first}" if where and where not in first else first
+
 
 @dataclass
 class PassReport:
@@ -490,6 +498,18 @@ def _build(tp: Any, value: Any, where: str = "record") -> Any:
         _expect(isinstance(value, dict), where, "an object", value)
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp)}
+        missing = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.name not in value
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:  # named here: the dataclass would say "missing 7 positional arguments"
+            raise TypeError(
+                f"{where} lacks the required field{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)}"
+            )
         return tp(
             **{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items() if k in known}
         )
@@ -504,7 +524,13 @@ def _build(tp: Any, value: Any, where: str = "record") -> Any:
             (int(k) if kt is int else k): _build(vt, v, f"{where}.{k}") for k, v in value.items()
         }
     if tp is Status:
-        return Status(value)
+        try:
+            return Status(value)
+        except ValueError:
+            known = ", ".join(st.value for st in Status)
+            raise ValueError(
+                f"{where} must be one of {known}; got {json.dumps(value)[:60]}"
+            ) from None
     if tp is bool:
         _expect(isinstance(value, bool), where, "true or false", value)
     elif tp is float:

@@ -3,8 +3,9 @@
 The page needs nothing but a browser: styles and the small sorting/filtering script are
 inline, figures are inline SVG. Per run: the scores (AS, ES_t and S_t per t, fast_p,
 correctness ratios, counts per status); the S_t/ES_t curves and the speedup violins of
-all runs; one table of every graph, runs side by side aligned by graph name, sortable
-by any column and filterable; and what each column means.
+all runs; one table of every graph, runs side by side aligned by graph (one row per
+graph_hash, whatever name each run gives it), sortable by any column and filterable; and
+what each column means. Runs that share no graph are said to.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import html
 import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -24,7 +26,14 @@ from passnet.report._plots import score_curve_figure, speedup_violin_figure
 from passnet.score import ScoreReport
 from passnet.status import Status
 
-__all__ = ["COLUMNS", "first_passing_t", "render_html_report", "write_html_report"]
+__all__ = [
+    "COLUMNS",
+    "GraphRow",
+    "first_passing_t",
+    "graph_rows",
+    "render_html_report",
+    "write_html_report",
+]
 
 COLUMNS: dict[str, str] = {
     "status": "How the evaluation ended: ok (correct at the baseline tolerance t = -5), "
@@ -46,7 +55,8 @@ COLUMNS: dict[str, str] = {
     "% floor": "The graph's hardware floor (max of its FLOPs at the measured matrix-product "
     "rate and its minimum bytes at the measured copy bandwidth) over the compiled side's "
     "median: how close it came to the hardware limit.",
-    "note": "The error in words, or a timing remark (unstable timing, CPU contended).",
+    "note": "The error's first line, after where it happened (model.py:19) when known, or "
+    "a timing remark (unstable timing, CPU contended).",
 }
 """The per-graph table's columns and what they mean (also shown on the page)."""
 
@@ -56,6 +66,37 @@ _STATUS_CLASS = {
     Status.SAMPLE_ERROR: "muted",
     Status.TOO_LARGE: "muted",
 }
+
+
+@dataclass
+class GraphRow:
+    """One graph of the report's table: its records by run, and the names runs gave it."""
+
+    names: list[str] = field(default_factory=list)
+    records: dict[str, EvalRecord] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.names[0]
+
+
+def graph_rows(runs: Mapping[str, Sequence[EvalRecord]]) -> list[GraphRow]:
+    """The graphs of ``runs`` (name → records), one row per graph: records of the same
+    ``graph_hash`` are one graph whatever their names (a sample reached through another
+    path, a copy in another set); records without a hash are matched by name. Two records
+    of one run with the same hash (duplicate graphs of a set) keep a row each. Sorted by
+    name."""
+    rows: dict[str, GraphRow] = {}
+    for run, records in runs.items():
+        for record in records:
+            key = record.graph_hash or f"name:{record.graph}"
+            if key in rows and run in rows[key].records:
+                key = f"{key}\0{record.graph}"  # the same graph twice in one run
+            row = rows.setdefault(key, GraphRow())
+            row.records[run] = record
+            if record.graph not in row.names:
+                row.names.append(record.graph)
+    return sorted(rows.values(), key=lambda r: r.label)
 
 
 def first_passing_t(record: EvalRecord) -> int | None:
@@ -86,6 +127,13 @@ def _cell(text: str, sort_key: float | str | None = None, css: str = "", title: 
     return f"<td{cls}{key}{tip}>{html.escape(text)}</td>"
 
 
+def _name_cell(row: GraphRow) -> str:
+    """The graph's name; the other names runs gave the same graph below it."""
+    label = html.escape(row.label)
+    also = "".join(f"<br><span class='alias'>= {html.escape(n)}</span>" for n in row.names[1:])
+    return f'<td data-sort="{label}">{label}{also}</td>'
+
+
 def _graph_cells(record: EvalRecord | None) -> list[str]:
     if record is None:
         return [_cell("-", "") for _ in range(len(COLUMNS))]
@@ -93,7 +141,7 @@ def _graph_cells(record: EvalRecord | None) -> list[str]:
     phases = record.phases_s or {}
     # "total" is the whole evaluation as the parent measured it; older records lack it
     total = phases.get("total", sum(phases.values()))
-    note = record.error.message.splitlines()[0] if record.error and record.error.message else ""
+    note = record.error.headline() if record.error else ""
     if not note:
         note = "; ".join(record.timing_remarks())
     max_diff = record.correctness.max_diff if record.correctness else None
@@ -189,7 +237,12 @@ table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #e3e7ee;pad
 td:first-child,th:first-child{text-align:left}thead tr:first-child th{text-align:center}table.small td,table.small th{padding:1px 6px}
 #graphs th{position:sticky;top:0;background:#f5f7fa;cursor:pointer;user-select:none}
 #graphs th.sorted-asc::after{content:" \\25B2"}#graphs th.sorted-desc::after{content:" \\25BC"}
-#graphs td.note{text-align:left;max-width:360px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.wide{max-width:100%;overflow-x:auto}#graphs{font-size:11px}#graphs th{white-space:normal}
+#graphs th,#graphs td{padding:2px 3px}#graphs .alias{color:#667085}
+#graphs td:first-child{min-width:160px;max-width:360px;overflow-wrap:anywhere}
+#graphs td.note{text-align:left;max-width:240px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+#graphs.several td.note{max-width:80px}
+.notice{background:#fff4d6;border-radius:6px;padding:6px 10px}
 .figs{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.figs svg{width:600px;max-width:100%;height:auto}
 .controls{margin:8px 0}input[type=search]{width:320px;padding:4px}dl dt{font-weight:600;margin-top:6px}
 """
@@ -247,10 +300,15 @@ def render_html_report(
             _svg(score_curve_figure(scored, lambda r: r.es, "ES_t")),
         ]
     figures.append(_svg(speedup_violin_figure(runs)))
-    by_graph: dict[str, dict[str, EvalRecord]] = {}
-    for name in names:
-        for record in runs[name]:
-            by_graph.setdefault(record.graph, {})[name] = record
+    rows = graph_rows(runs)
+    shared = sum(len(row.records) > 1 for row in rows)
+    notice = (
+        f"<p class='notice'>These {len(names)} runs share no graph (by graph_hash or name): "
+        "each row has results of one run only, and their scores are over different graphs."
+        "</p>"
+        if len(names) > 1 and not shared
+        else ""
+    )
     group_row = (
         "<tr><th></th>"
         + "".join(f"<th colspan='{len(COLUMNS)}'>{html.escape(n)}</th>" for n in names)
@@ -266,18 +324,20 @@ def render_html_report(
         + "</tr>"
     )
     body_rows = []
-    for graph in sorted(by_graph):
-        cells = [_cell(graph, graph)]
+    for row in rows:
+        cells = [_name_cell(row)]
         for name in names:
-            cells += _graph_cells(by_graph[graph].get(name))
+            cells += _graph_cells(row.records.get(name))
         body_rows.append(f"<tr>{''.join(cells)}</tr>")
     table = (
-        "<table id='graphs'><thead>"
+        "<div class='wide'><table id='graphs'"
+        + (" class='several'" if len(names) > 1 else "")  # runs side by side: notes narrower
+        + "><thead>"
         + group_row
         + column_row
         + "</thead><tbody>"
         + "".join(body_rows)
-        + "</tbody></table>"
+        + "</tbody></table></div>"
     )
     glossary = "".join(
         f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in COLUMNS.items()
@@ -288,12 +348,12 @@ def render_html_report(
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{_STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
-<p class="meta">{len(names)} run(s), {len(by_graph)} graphs · passnet {html.escape(passnet.__version__)} · {generated}</p>
+<p class="meta">{len(names)} run(s), {len(rows)} graphs · passnet {html.escape(passnet.__version__)} · {generated}</p>
 <h2>Scores</h2><div class="runs">{summaries}</div>
 <h2>Figures</h2><div class="figs">{"".join(figures)}</div>
 <p class="meta">S_t counts every failure as b; ES_t forgives failures by error class from
 t = 1 on (right of the shaded line). Violins: log2 of each graph's speedup per source family.</p>
-<h2>Graphs</h2>
+<h2>Graphs</h2>{notice}
 <div class="controls"><input type="search" id="filter" placeholder="filter: words that must all appear in a row (e.g. timm accuracy)">
 <span id="shown" class="meta"></span> · click a column to sort · a view can be linked:
 <code>report.html#filter=timm&amp;sort=2&amp;desc</code></div>

@@ -8,6 +8,7 @@ from passnet.runner._executor import (
     groups,
     local_devices,
 )
+from passnet.runner._labels import label_width, short_labels
 from passnet.runner._plan import WorkItem, plan_items
 from passnet.runner._ray import RayExecutor
 from passnet.runner._run import RunSummary, check_device, run_evaluations
@@ -24,8 +25,10 @@ __all__ = [
     "WorkItem",
     "check_device",
     "groups",
+    "label_width",
     "local_devices",
     "plan_items",
     "read_records",
     "run_evaluations",
+    "short_labels",
 ]

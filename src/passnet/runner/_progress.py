@@ -1,6 +1,7 @@
-"""Progress of a run that a person can follow: a live bar on a terminal; in a log file (or
-any output that is not a terminal), one timestamped line when a graph starts, when each of
-its stages ends (how long it took, what runs now), and when the graph is done."""
+"""Progress of a run that a person can follow: on a terminal, a live bar with the stage of
+each running graph and one line per finished graph; in a log file (or any output that is not
+a terminal), one timestamped line when a graph starts, when each of its stages ends (how
+long it took, what runs now), and when the graph is done."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from passnet.record import EvalRecord
+from passnet.runner._labels import label_width, short_labels
 
 __all__ = ["RunProgress"]
 
@@ -19,15 +21,22 @@ __all__ = ["RunProgress"]
 class RunProgress:
     """Progress of ``total`` evaluations titled ``title`` on ``console``.
 
-    :meth:`stage` may be called from several threads at once (one per device slot).
+    :meth:`stage` may be called from several threads at once (one per device slot). On a
+    terminal, graphs are named by :func:`short_labels` of ``labels`` (the run's graphs):
+    what tells them apart stays in view.
     """
 
-    def __init__(self, console: Console, title: str, total: int) -> None:
+    def __init__(
+        self, console: Console, title: str, total: int, labels: list[str] | None = None
+    ) -> None:
         self.console = console
         self.title = title
         self.total = total
         self.done = 0
         self.live = console.is_terminal
+        names = list(labels or [])
+        width = label_width(console.width)
+        self._short = dict(zip(names, short_labels(names, width), strict=True))
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}
         self._current: dict[str, tuple[str, float]] = {}
@@ -67,8 +76,13 @@ class RunProgress:
 
     def _refresh(self) -> None:
         if self._bar is not None and self._task is not None:
-            now = "; ".join(f"{g}: {s}" for g, (s, _) in self._current.items())
-            self._bar.update(self._task, now=now[:120])
+            now = "; ".join(f"{self._name(g)}: {s}" for g, (s, _) in self._current.items())
+            # the bar, count and clock take about 60 columns: the stages get the rest
+            room = max(20, self.console.width - 60)
+            self._bar.update(self._task, now=now if len(now) <= room else now[: room - 1] + "…")
+
+    def _name(self, graph: str) -> str:
+        return self._short.get(graph, graph) if self.live else graph
 
     def stage(self, graph: str, name: str) -> None:
         """``graph``'s evaluation entered stage ``name`` (``start`` when it got a device,
@@ -89,7 +103,8 @@ class RunProgress:
                 self._line(f"    {graph}: {took}" + ("" if name == "done" else f", now {name}"))
 
     def finished(self, record: EvalRecord, log_lines: list[str] | None = None) -> None:
-        """``record`` is stored; ``log_lines`` (its PassNet log) are echoed when given."""
+        """``record`` is stored: one line says how it ended; ``log_lines`` (its PassNet
+        log) are echoed before it when given."""
         with self._lock:
             self.done += 1
             started = self._started.pop(record.graph, None)
@@ -97,12 +112,12 @@ class RunProgress:
             for line in log_lines or []:
                 # soft_wrap: one log line stays one line when piped (entry.sh >> LOG)
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)
-            if self._bar is not None and self._task is not None:
-                self._bar.update(self._task, advance=1)
-                self._refresh()
-                return
             took = f", {time.perf_counter() - started:.1f} s" if started is not None else ""
             speedup = f", speedup {record.speedup_e2e:.3f}" if record.speedup_e2e else ""
             self._line(
-                f"[{self.done}/{self.total}] {record.graph}: {record.status.value}{speedup}{took}"
+                f"[{self.done}/{self.total}] {self._name(record.graph)}: "
+                f"{record.status.value}{speedup}{took}"
             )
+            if self._bar is not None and self._task is not None:
+                self._bar.update(self._task, advance=1)
+                self._refresh()

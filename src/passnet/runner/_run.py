@@ -278,7 +278,9 @@ def run_evaluations(
                     )
         new: list[EvalRecord] = []
         log_path = store.dir / EVAL_LOG
-        progress = RunProgress(console, f"{compiler} on {device}", len(todo))
+        progress = RunProgress(
+            console, f"{compiler} on {device}", len(todo), labels=[i.label for i in todo]
+        )
         try:
             log_file = _open_log(log_path)
         except OSError as exc:
