@@ -14,7 +14,7 @@ run of the same command::
 import os
 import sys
 
-from passnet.evaluate import no_randomization_for_exec
+from passnet.isolate import no_randomization_for_exec
 
 
 def main() -> None:

@@ -28,13 +28,19 @@ def inspect_graph(
     graph: Path, label: str, *, device: str = "cpu", max_nodes: int = 200, timeout_s: float = 600
 ) -> str:
     """The text ``inspect_graph`` answers with for the sample folder ``graph``."""
-    from passnet.evaluate import run_isolated
+    from passnet.evaluate import FORKSERVER_PRELOAD
+    from passnet.isolate import run_isolated
 
     key = (str(Path(graph).resolve()), device, max_nodes)
     with _lock:
         if key in _cache:
             return _cache[key]
-    outcome = run_isolated(_inspect_child, (str(graph), label, device, max_nodes), timeout_s)
+    outcome = run_isolated(
+        _inspect_child,
+        (str(graph), label, device, max_nodes),
+        timeout_s,
+        preload=FORKSERVER_PRELOAD,
+    )
     if outcome.result is None:
         why = (
             "timed out"

@@ -275,7 +275,7 @@ def _error(exc: BaseException, stage: str, **context: Any) -> ErrorInfo:
 
 
 def _is_out_of_memory(error: ErrorInfo) -> bool:
-    from passnet.evaluate import mentions_host_oom
+    from passnet.isolate import mentions_host_oom
 
     return error.type == "MemoryError" or mentions_host_oom(error.message)
 
@@ -875,7 +875,7 @@ class _ChildRequest:
 
 def _decompose_in_child(request: _ChildRequest, send: Any) -> None:
     """The child: bound its memory, refuse a sample too large for the bound, decompose."""
-    from passnet.evaluate import limit_data_segment
+    from passnet.isolate import limit_data_segment
 
     if request.threads:
         torch.set_num_threads(request.threads)
@@ -923,30 +923,30 @@ def _decompose_in_child(request: _ChildRequest, send: Any) -> None:
     send(("result", result.to_dict()))
 
 
-def _preload_for_children(device: str) -> None:
-    """Have the forkserver import what every decomposition child needs, once.
+def _preload_for_children(device: str) -> list[str]:
+    """The modules the forkserver imports once for every decomposition child.
 
-    ``passnet.evaluate.FORKSERVER_PRELOAD`` is read when the forkserver starts (its
-    documented extension point). Inductor's compiler module (seconds to import) and
-    :mod:`~passnet.dataset._warm` (a first compilation and fake run, whose start-up work
-    every child would otherwise repeat) are added only on a machine without CUDA:
-    importing or running Inductor can query the device, which would mark every later
-    fork unable to use CUDA."""
-    from passnet.evaluate import FORKSERVER_PRELOAD
+    Inductor's compiler module (seconds to import) and :mod:`~passnet.dataset._warm` (a
+    first compilation and fake run, whose start-up work every child would otherwise
+    repeat) only on a machine without CUDA: importing or running Inductor can query the
+    device, which would mark every later fork unable to use CUDA."""
+    from passnet.isolate import TORCH_PRELOAD
 
-    wanted = ["passnet.dataset._decompose"]
+    wanted = [*TORCH_PRELOAD, "passnet.dataset._decompose"]
     if device == "cpu" and not torch.cuda.is_available():
         wanted += ["torch._inductor.compile_fx", "passnet.dataset._warm"]
-    for module in wanted:
-        if module not in FORKSERVER_PRELOAD:
-            FORKSERVER_PRELOAD.append(module)
+    return wanted
 
 
-def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeResult:
-    from passnet.evaluate import run_isolated
+def _decompose_isolated(
+    request: _ChildRequest, timeout_s: float, preload: list[str]
+) -> DecomposeResult:
+    from passnet.isolate import run_isolated
 
     t0 = time.perf_counter()
-    outcome = run_isolated(_decompose_in_child, (request,), timeout_s, capture_stderr=True)
+    outcome = run_isolated(
+        _decompose_in_child, (request,), timeout_s, preload=preload, capture_stderr=True
+    )
     if outcome.result is not None and not outcome.from_provisional:
         return DecomposeResult.from_dict(outcome.result)
     result = (
@@ -1034,8 +1034,7 @@ def decompose_samples(
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
     jobs = max(1, int(jobs)) if isolated else 1
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
-    if isolated:
-        _preload_for_children(options.get("device", "cpu"))
+    preload = _preload_for_children(options.get("device", "cpu")) if isolated else []
     todo: list[tuple[Path, str]] = []
     results_by_path: dict[Path, DecomposeResult] = {}
     for path, name in zip(samples, names, strict=True):
@@ -1062,7 +1061,7 @@ def decompose_samples(
             limit,
             threads,
         )
-        return _decompose_isolated(request, timeout_s)
+        return _decompose_isolated(request, timeout_s, preload)
 
     def finish(path: Path, name: str, result: DecomposeResult) -> None:
         result.name, result.root = name, str(chosen_root)

@@ -903,10 +903,8 @@ def generalize_samples(
             for path, name in todo:
                 finish(path, name, generalize_sample(path, out / name, **options))
         else:
-            from passnet.evaluate import FORKSERVER_PRELOAD, even_chunks
+            from passnet.isolate import even_chunks
 
-            if __name__ not in FORKSERVER_PRELOAD:
-                FORKSERVER_PRELOAD.append(__name__)  # read when the forkserver starts
             jobs = max(1, int(jobs))
             runner = _IsolatedRuns(
                 out,
@@ -939,7 +937,7 @@ class _ChildRequest:
 def _generalize_in_child(
     requests: list[_ChildRequest], limit: int | None, threads: int | None, send: Any
 ) -> None:
-    from passnet.evaluate import limit_data_segment
+    from passnet.isolate import limit_data_segment
 
     if threads:
         torch.set_num_threads(threads)
@@ -966,14 +964,21 @@ class _IsolatedRuns:
     finish: Any
 
     def run(self, chunk: list[tuple[Path, str]]) -> None:
-        from passnet.evaluate import run_isolated_batch
+        from passnet.isolate import TORCH_PRELOAD, run_isolated_batch
 
         def decided(item: tuple[Path, str], outcome: Any, _position: int, elapsed: float) -> bool:
             path, name = item
             self.finish(path, name, self._result(outcome, path, elapsed))
             return True
 
-        run_isolated_batch(chunk, self._child, self.timeout_s, decided, capture_stderr=True)
+        run_isolated_batch(
+            chunk,
+            self._child,
+            self.timeout_s,
+            decided,
+            preload=[*TORCH_PRELOAD, __name__],
+            capture_stderr=True,
+        )
 
     def _child(self, left: list[tuple[Path, str]]) -> tuple[Any, tuple[Any, ...]]:
         """The target and arguments of a child that generalizes the samples ``left``."""

@@ -50,6 +50,7 @@ from passnet.errors import (
     TooLarge,
 )
 from passnet.evaluate import check_fits
+from passnet.isolate import TORCH_PRELOAD
 from passnet.record import read_jsonl
 from passnet.sample import (
     Sample,
@@ -85,6 +86,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+PRELOAD: list[str] = [*TORCH_PRELOAD, "passnet.dataset._validate"]
+"""Modules the forkserver of the validation children imports once for all of them."""
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -660,10 +664,12 @@ def _validate_in_child(path: str, seed: int, send: Callable[[tuple[str, Any]], N
 
 def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> ValidationReport:
     """Validate in a disposable child process: a crash or hang fails the sample, not the batch."""
-    from passnet.evaluate import run_isolated
+    from passnet.isolate import run_isolated
 
     started = time.perf_counter()
-    outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s, capture_stderr=True)
+    outcome = run_isolated(
+        _validate_in_child, (str(path), seed), timeout_s, preload=PRELOAD, capture_stderr=True
+    )
     if outcome.result is not None:
         return ValidationReport.from_dict(outcome.result)
     how = (

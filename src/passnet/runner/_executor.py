@@ -30,9 +30,9 @@ from passnet.evaluate import (
     Turns,
     evaluate_sample,
     evaluate_samples,
-    even_chunks,
     prepare_sample,
 )
+from passnet.isolate import even_chunks
 from passnet.record import EvalRecord
 from passnet.runner._plan import WorkItem
 

@@ -47,7 +47,8 @@ from passnet.errors import (
     SampleError,
     exception_chain,
 )
-from passnet.evaluate import evaluate_sample, process_alive, software_versions
+from passnet.evaluate import evaluate_sample, software_versions
+from passnet.isolate import process_alive
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.runner._executor import EvalJob, Evaluate, Executor, OnStage
 from passnet.sample import load_sample, sample_digest
