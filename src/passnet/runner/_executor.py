@@ -119,6 +119,11 @@ class Executor(abc.ABC):
         ``on_stage`` (progress, optional: an executor may call it for some stages only or
         not at all) may be called from other threads."""
 
+    def sample_cpus(self) -> int | None:
+        """The cores one dataset sample's job owns, its child's torch threads (None: the
+        child's default, every core)."""
+        return None
+
     def run_samples(self, tasks: Sequence[SampleTask]) -> Iterator[tuple[int, Any]]:
         """Run every task and yield ``(index, result)`` as each finishes. A task whose
         worker dies (a node lost, a process killed) runs again on another; closing the
@@ -362,6 +367,12 @@ class LocalExecutor(Executor):
                 stop.set()  # a group in its child stops within a second
                 for future in futures:
                     future.cancel()
+
+    def sample_cpus(self) -> int | None:
+        """With several slots, each job's share of the cores (so that jobs at once share
+        them); with one, None (every core)."""
+        slots = len(self.pool.slots)
+        return max(1, (os.cpu_count() or 1) // slots) if slots > 1 else None
 
     def run_samples(self, tasks: Sequence[SampleTask]) -> Iterator[tuple[int, Any]]:
         """The tasks on this machine, as many at once as the pool has slots (each task
