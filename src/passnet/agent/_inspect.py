@@ -3,7 +3,7 @@
 The graph is traced with the one tracer and run once on replayed inputs (shapes by
 ``torch.fx``'s shape propagation), and Inductor's code generation lists its kernels
 (:func:`passnet.dataset.analyze_fusible`: each kernel mapped back to the operations it
-computes). The work runs in a disposable child process (:func:`passnet.evaluate.run_isolated`):
+computes). The work runs in a disposable child process (:func:`passnet.isolate.run_isolated`):
 a graph that crashes Inductor costs the tool call, not the episode. Answers are cached
 per graph folder and device for the life of the process.
 """

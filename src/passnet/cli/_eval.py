@@ -154,10 +154,8 @@ def _check_executor_options(args: argparse.Namespace) -> Any:
         args,
         "evaluations",
         device=args.device,
-        threads=args.threads,
         prepare_workers=args.prepare_workers,
         overlap=args.overlap,
-        overlap_scope=args.overlap_scope,
         graphs_per_child=args.graphs_per_child,
     )
 

@@ -22,8 +22,9 @@ the parent serves every kind), written in the GraphNet layout with provenance in
 are duplicates of it (if it fails, the next one is tried). Every candidate ends as a
 :class:`SubgraphRecord` (written / duplicate / skipped / failed, with the reason).
 
-A batch (:func:`decompose_samples`) runs each sample in its own child process
-(:func:`passnet.evaluate.run_isolated`) with a time limit and a memory limit: a
+A batch (:func:`decompose_samples`, the :class:`DecomposeStage` run by
+:func:`~passnet.dataset.run_stage`) runs each sample in its own child process
+(:func:`passnet.isolate.run_isolated`) with a time limit and a memory limit: a
 sample that crashes, hangs or runs out of memory ends as that sample's record.
 """
 

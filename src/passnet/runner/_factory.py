@@ -67,11 +67,8 @@ class ExecutorRequest:
     """Work at once (None: the executor's default)."""
     device: str = "cpu"
     options: Mapping[str, Any] = field(default_factory=dict)
-    threads: int | None = None
-    """Torch threads of each job (``--threads``), if the command fixes them."""
     prepare_workers: int = 0
     overlap: int = 1
-    overlap_scope: str = "host"
     graphs_per_child: int = 1
 
     def option(self, name: str) -> Any:
