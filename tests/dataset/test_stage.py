@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from passnet.dataset import SampleJob, Stage, run_stage
+from passnet.dataset import ChildDeath, SampleJob, Stage, run_stage
 from tests.conftest import MLP
 
 
@@ -53,8 +53,8 @@ class _Touch(Stage[_Record]):
     def record(self, data: dict[str, Any]) -> _Record:
         return _Record(**data)
 
-    def failed(self, job: SampleJob, kind: str, message: str, provisional: Any) -> _Record:
-        return _Record(job.sample, kind, message)
+    def failed(self, job: SampleJob, death: ChildDeath, provisional: Any) -> _Record:
+        return _Record(job.sample, death.kind, death.message)
 
 
 def _samples(root: Path, names: list[str]) -> list[Path]:

@@ -74,7 +74,7 @@ from passnet.dataset._reference import (
     SCOPES,
     build_reference_task,
 )
-from passnet.dataset._stage import SampleJob, Stage, StageRun, run_stage
+from passnet.dataset._stage import ChildDeath, SampleJob, Stage, StageRun, run_stage
 from passnet.dataset._subgraph import ParentGraph, trace_parent
 from passnet.dataset._validate import (
     CheckStatus,
@@ -148,6 +148,7 @@ __all__ = [
     "generalize_sample",
     "GeneralizeStage",
     "generalize_samples",
+    "ChildDeath",
     "SampleJob",
     "Stage",
     "StageRun",

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
-from passnet.dataset._stage import SampleJob, Send, Stage, run_stage
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
@@ -269,9 +269,9 @@ class BenchCandidateStage(Stage[BenchCandidate]):
         )
 
     def failed(
-        self, job: SampleJob, kind: str, message: str, provisional: BenchCandidate | None
+        self, job: SampleJob, death: ChildDeath, provisional: BenchCandidate | None
     ) -> BenchCandidate:
-        return BenchCandidate(job.sample, "skipped", f"{kind}: {message}")
+        return BenchCandidate(job.sample, "skipped", f"{death.kind}: {death.message}")
 
 
 def _describe(path: Path) -> BenchGraph:

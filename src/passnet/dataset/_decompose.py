@@ -50,7 +50,7 @@ from passnet.dataset._fold import Folding, apply_folding, fold_sequences, motif_
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import SymbolicDims, infer_symbolic_dims
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
-from passnet.dataset._stage import SampleJob, Send, Stage, run_stage
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
     OpRange,
     ParentGraph,
@@ -950,20 +950,13 @@ class DecomposeStage(Stage[DecomposeResult]):
         )
 
     def failed(
-        self, job: SampleJob, kind: str, message: str, provisional: DecomposeResult | None
+        self, job: SampleJob, death: ChildDeath, provisional: DecomposeResult | None
     ) -> DecomposeResult:
         result = provisional or DecomposeResult(
             sample=job.sample, kinds=list(self.kinds), name=job.name
         )
-        result.status = DecomposeStatus(kind).value
-        result.errors.append(
-            ErrorInfo(
-                "Timeout" if kind == "timeout" else "ChildDied",
-                message,
-                "isolate",
-                {"sample": job.sample},
-            )
-        )
+        result.status = DecomposeStatus(death.kind).value
+        result.errors.append(death.error(job.sample))
         return result
 
 

@@ -53,7 +53,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
-from passnet.dataset._stage import SampleJob, Send, Stage, run_stage
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
     ParentGraph,
     canonical_hash,
@@ -824,18 +824,13 @@ class GeneralizeStage(Stage[GeneralizeResult]):
         return generalize_sample(job.sample, job.out_dir, **self.options)
 
     def failed(
-        self, job: SampleJob, kind: str, message: str, provisional: GeneralizeResult | None
+        self, job: SampleJob, death: ChildDeath, provisional: GeneralizeResult | None
     ) -> GeneralizeResult:
         return GeneralizeResult(
             sample=job.sample,
             graph_hash=recorded_hash(job.sample),
-            status=kind,
-            error=ErrorInfo(
-                "Timeout" if kind == "timeout" else "ChildDied",
-                message,
-                "isolate",
-                {"sample": job.sample},
-            ),
+            status=death.kind,
+            error=death.error(job.sample),
         )
 
 

@@ -31,7 +31,6 @@ fields), and call :func:`run_stage` from its batch function and CLI entry.
 from __future__ import annotations
 
 import abc
-import gc
 import hashlib
 import json
 import logging
@@ -45,10 +44,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from passnet.dataset._layout import output_root, sample_names
 from passnet.dataset._progress import progress_bar
-from passnet.record import append_jsonl
+from passnet.record import ErrorInfo, append_jsonl
 from passnet.sample import find_samples
 
-__all__ = ["SampleJob", "Stage", "StageRun", "run_stage"]
+__all__ = ["ChildDeath", "SampleJob", "Stage", "StageRun", "run_stage"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +66,28 @@ class SampleJob:
     out_dir: str
     threads: int | None = None
     memory_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ChildDeath:
+    """How a sample's child ended without a record: ``kind`` ``timeout``,
+    ``out_of_memory`` or ``crashed``; ``message`` says how (the time limit and stage, or
+    the signal and the last line of its stderr); ``stderr_tail`` the end of its stderr."""
+
+    kind: str
+    message: str
+    stderr_tail: str = ""
+
+    def error(self, sample: str) -> ErrorInfo:
+        """The death as an error record (stage ``isolate``; the stderr tail as its
+        traceback)."""
+        return ErrorInfo(
+            "Timeout" if self.kind == "timeout" else "ChildDied",
+            self.message,
+            "isolate",
+            {"sample": sample},
+            self.stderr_tail[-2000:],
+        )
 
 
 @dataclass(frozen=True)
@@ -96,10 +117,9 @@ class Stage(abc.ABC, Generic[R]):
         """The record from its ``to_dict`` form (and from the records file)."""
 
     @abc.abstractmethod
-    def failed(self, job: SampleJob, kind: str, message: str, provisional: R | None) -> R:
-        """The record of a sample whose child ended without one: ``kind`` is ``timeout``,
-        ``out_of_memory`` or ``crashed``, ``message`` says how (a stderr tail follows in
-        the record's error when the stage keeps one)."""
+    def failed(self, job: SampleJob, death: ChildDeath, provisional: R | None) -> R:
+        """The record of a sample whose child ended without one (``provisional``: the
+        record it sent before, if any)."""
 
     def preload(self) -> list[str]:
         """Modules the forkserver imports once for every child of this stage."""
@@ -175,7 +195,6 @@ def _child(stage: Stage[Any], job: SampleJob, send: Send) -> None:
         torch.set_num_threads(job.threads)
     if job.memory_limit_bytes:
         limit_data_segment(job.memory_limit_bytes)
-    gc.collect()
     record = stage.work(job, send)
     send(("result", record.to_dict()))  # type: ignore[attr-defined]
 
@@ -195,10 +214,7 @@ def run_sample(stage: Stage[Any], job: SampleJob) -> dict[str, Any]:
     kind, message = outcome.death(stage.timeout_s, stage=True)
     if not outcome.timed_out and outcome.signal_name == "SIGKILL":
         message += " (SIGKILL: the kernel's out-of-memory killer, or someone)"
-    record = stage.failed(job, kind, message, provisional)
-    error = getattr(record, "error", None) or (getattr(record, "errors", None) or [None])[-1]
-    if error is not None and outcome.stderr_tail and not error.traceback:
-        error.traceback = outcome.stderr_tail[-2000:]
+    record = stage.failed(job, ChildDeath(kind, message, outcome.stderr_tail), provisional)
     if hasattr(record, "elapsed_s"):
         record.elapsed_s = time.perf_counter() - t0
     return record.to_dict()  # type: ignore[attr-defined]

@@ -41,7 +41,7 @@ from torch.fx.passes.split_module import split_module
 from passnet._parse import parse_python
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
-from passnet.dataset._stage import SampleJob, Stage, run_stage
+from passnet.dataset._stage import ChildDeath, SampleJob, Stage, run_stage
 from passnet.errors import (
     DatasetError,
     InputFormatError,
@@ -712,14 +712,14 @@ class ValidateStage(Stage[ValidationReport]):
             return _validator_error(job.sample, exc)
 
     def failed(
-        self, job: SampleJob, kind: str, message: str, provisional: ValidationReport | None
+        self, job: SampleJob, death: ChildDeath, provisional: ValidationReport | None
     ) -> ValidationReport:
         """A crash or hang fails the sample (runnable), not the batch."""
         checks = _Checks()
-        checks.fail(Constraint.RUNNABLE, f"validation process: {message}")
+        checks.fail(Constraint.RUNNABLE, f"validation process: {death.message}")
         for c in Constraint:
             if c is not Constraint.RUNNABLE:
-                checks.skip(c, f"validation process: {kind}")
+                checks.skip(c, f"validation process: {death.kind}")
         return checks.report(Path(job.sample), time.perf_counter())
 
     def catalog(self, catalog: Any, record: ValidationReport) -> None:
