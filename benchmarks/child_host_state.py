@@ -203,7 +203,8 @@ def child(graph: str, device: str, send: Any) -> None:
 
 
 def main() -> int:
-    from passnet.evaluate import run_isolated
+    from passnet.evaluate import FORKSERVER_PRELOAD
+    from passnet.isolate import run_isolated
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=6)
@@ -214,7 +215,9 @@ def main() -> int:
     rows = []
     for rep in range(args.reps):
         for rel in args.graphs:
-            outcome = run_isolated(child, (rel, args.device), timeout_s=300)
+            outcome = run_isolated(
+                child, (rel, args.device), timeout_s=300, preload=FORKSERVER_PRELOAD
+            )
             row = outcome.result or {"graph": Path(rel).name, "failed": outcome.last_stage}
             row["rep"] = rep
             rows.append(row)

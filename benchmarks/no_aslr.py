@@ -2,7 +2,7 @@
 """Run a command with address-space layout randomization off, for an A/B of layout bias.
 
 Sets the Linux personality flag ADDR_NO_RANDOMIZE (what ``setarch -R`` does; the harness's
-own switch, :func:`passnet.evaluate.no_randomization_for_exec`) and execs the
+own switch, :func:`passnet.isolate.no_randomization_for_exec`) and execs the
 command; the flag is inherited by everything it starts, so every process of the run
 (the harness, its forkserver, the evaluation children) gets the same layout in every
 run of the same command::
@@ -14,7 +14,7 @@ run of the same command::
 import os
 import sys
 
-from passnet.evaluate import no_randomization_for_exec
+from passnet.isolate import no_randomization_for_exec
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ def test_results_hold_no_scripts() -> None:
     ("source", "expected"),
     [
         ("from passnet.evaluate._child import run_child\n", "passnet.evaluate._child"),
-        ("import passnet.evaluate._isolate as isolate\n", "passnet.evaluate._isolate"),
+        ("import passnet.isolate._process as isolate\n", "passnet.isolate._process"),
         ("from passnet.passes import _launch\n", "passnet.passes._launch"),
         (
             "import passnet.evaluate\nx = passnet.evaluate._host.CoreGuard\n",

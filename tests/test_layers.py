@@ -27,6 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "task",  # the PassBench task layout
         "compilers",  # the compiler interface and built-ins
         "passes",  # pass files, integrity, the reference library
+        "isolate",  # child processes: forkserver, time and memory bounds, how a child ended
         "evaluate",  # one graph x one compiler, isolated
         "runner",  # many evaluations: plan, store, executors
         "score",  # S_t, ES_t, AS from records
@@ -176,7 +177,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
                 "score/__init__.py": "",
                 "record/_schema.py": "def f():\n    from passnet.score import x\n",
             },
-            "record (layer 1) imports passnet.score.x (layer 8, higher)",
+            "record (layer 1) imports passnet.score.x (layer 9, higher)",
         ),
         (  # another package's private module
             {

@@ -31,13 +31,10 @@ _PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _checkout_entry_points(group: str | None) -> list[importlib.metadata.EntryPoint]:
-    """passnet's own entry points of ``group`` when passnet is not installed but runs from a
-    source checkout (its ``pyproject.toml`` two folders up); none otherwise."""
-    try:
-        importlib.metadata.distribution("passnet")
-        return []  # installed: entry_points() lists them already
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    """passnet's own entry points of ``group`` when passnet runs from a source checkout
+    (its ``pyproject.toml`` two folders up): that file, not an installed copy's metadata,
+    says what this source registers (an installation of another checkout, or one made
+    before a group was added, lists other entries). None outside a checkout."""
     try:
         import tomllib
     except ImportError:  # Python 3.10: install passnet to use its entry points
@@ -46,7 +43,10 @@ def _checkout_entry_points(group: str | None) -> list[importlib.metadata.EntryPo
         table = tomllib.loads(_PYPROJECT.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    found = table.get("project", {}).get("entry-points", {}).get(group, {})
+    project = table.get("project", {})
+    if project.get("name") != "passnet":
+        return []
+    found = project.get("entry-points", {}).get(group, {})
     return [importlib.metadata.EntryPoint(n, v, str(group)) for n, v in found.items()]
 
 
@@ -77,8 +77,8 @@ class Registry(Generic[T]):
             if self._plugins_loaded:
                 return
             for ep in [
-                *importlib.metadata.entry_points(group=self.group),
                 *_checkout_entry_points(self.group),
+                *importlib.metadata.entry_points(group=self.group),
             ]:
                 if ep.name in self._entries:
                     continue

@@ -184,11 +184,11 @@ def test_graphs_per_child_is_refused_where_every_graph_has_a_child_of_its_own(
         (["--overlap", "2"], "--overlap runs several evaluations per GPU (--device cuda)"),
         (
             ["--overlap", "2", "--device", "cuda", "--prepare-workers", "2"],
-            "it takes neither --prepare-workers nor --executor ray",
+            "it does not take --prepare-workers",
         ),
         (
             ["--overlap", "2", "--device", "cuda", "--executor", "ray"],
-            "it takes neither --prepare-workers nor --executor ray",
+            "--executor ray times each graph on a GPU of its own",
         ),
     ],
 )

@@ -55,6 +55,19 @@ def test_the_same_input_and_seed_give_a_byte_identical_tree(
     assert [t["split"] for t in manifest_a["tasks"]] != [t["split"] for t in manifest_c["tasks"]]
 
 
+def test_the_candidate_step_in_children_two_at_a_time_gives_the_same_tree(
+    subgraphs: Path, tmp_path: Path
+) -> None:
+    """The candidate step is a dataset stage: read in isolated children, on an executor
+    with two jobs, the samples give the tasks that reading them in this process gives."""
+    from passnet.runner import LocalExecutor
+
+    build_bench(subgraphs, tmp_path / "here", seed=3)
+    with LocalExecutor(["cpu", "cpu"]) as two:
+        build_bench(subgraphs, tmp_path / "children", seed=3, isolated=True, executor=two)
+    assert tree(tmp_path / "children") == tree(tmp_path / "here") != {}
+
+
 def test_no_op_sequence_is_in_both_train_and_eval(subgraphs: Path, tmp_path: Path) -> None:
     result = build_bench(subgraphs, tmp_path / "bench", seed=0, eval_fraction=0.3)
     train = {tuple(t.op_sequence) for t in result.split("train")}

@@ -259,13 +259,11 @@ def test_batch_decomposition_resumes_and_carries_on(
     assert [r.name for r in first] == ["bad", "toy"]
     assert (out / "toy" / "single-op").is_dir()
     calls = []
-    import passnet.dataset._decompose as decompose_module
+    import passnet.dataset._stage as stage_module
 
-    original = decompose_module._decompose_isolated
+    original = stage_module.run_sample
     monkeypatch.setattr(
-        decompose_module,
-        "_decompose_isolated",
-        lambda *a, **k: calls.append(a) or original(*a, **k),
+        stage_module, "run_sample", lambda *a, **k: calls.append(a) or original(*a, **k)
     )
     again = decompose_samples([bad, good], out, ["single-op", "classical"])
     assert calls == [] and [r.to_dict() for r in again] == [r.to_dict() for r in first]

@@ -278,17 +278,16 @@ def test_symbols_follow_a_square_grid_and_lost_ones_are_counted_and_warned(
 def test_cpu_batches_have_the_forkserver_warm_inductor_up_once_for_every_child(
     monkeypatch,
 ) -> None:
-    import passnet.evaluate
     from passnet.dataset import _decompose
+    from passnet.isolate import TORCH_PRELOAD
 
-    preload: list[str] = []
-    monkeypatch.setattr(passnet.evaluate, "FORKSERVER_PRELOAD", preload)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    _decompose._preload_for_children("cpu")
+    preload = _decompose._preload_for_children("cpu")
     assert preload[-2:] == ["torch._inductor.compile_fx", "passnet.dataset._warm"]
-    preload.clear()
-    _decompose._preload_for_children("cuda")
-    assert preload == ["passnet.dataset._decompose"]
+    assert _decompose._preload_for_children("cuda") == [
+        *TORCH_PRELOAD,
+        "passnet.dataset._decompose",
+    ]
 
 
 def test_warm_up_compiles_once_and_later_compilations_skip_the_start_up() -> None:

@@ -49,8 +49,8 @@ def test_a_child_that_cannot_start_names_the_cause_and_ends_the_batch(tmp_path: 
     broken.write_text('raise RuntimeError("this module cannot be imported")\n')
     script = textwrap.dedent(
         f"""
-        from passnet.evaluate import FORKSERVER_PRELOAD
-        FORKSERVER_PRELOAD.append("passnet_broken_preload")
+        from passnet.dataset import _validate
+        _validate.PRELOAD.append("passnet_broken_preload")
         from passnet.dataset import validate_samples
         from passnet.errors import ChildStartError
         try:

@@ -242,9 +242,9 @@ def test_a_child_that_dies_after_its_provisional_result_keeps_it_with_a_note(
     # What the parent does when a child dies during the optional work after its result
     # (replay timing, the kernel profile; CUDA only): the result sent before it stands, and
     # each side says why the figures asked for are missing, and only those.
-    from passnet.evaluate import ChildOutcome
     from passnet.evaluate._child import ChildRequest, run_child
     from passnet.evaluate._evaluate import _to_record
+    from passnet.isolate import ChildOutcome
 
     messages: list[tuple[str, Any]] = []
     run_child(ChildRequest(str(MLP), "eager", {}, "cpu", fast), messages.append)

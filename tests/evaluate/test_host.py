@@ -283,7 +283,8 @@ def test_the_host_reference_is_the_median_of_recent_children_per_device() -> Non
 def test_an_evaluation_hands_the_reference_to_its_child_and_notes_its_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from passnet.evaluate import ChildOutcome, _evaluate
+    from passnet.evaluate import _evaluate
+    from passnet.isolate import ChildOutcome
     from tests.conftest import MLP
 
     sent = []

@@ -3,7 +3,7 @@
 The graph is traced with the one tracer and run once on replayed inputs (shapes by
 ``torch.fx``'s shape propagation), and Inductor's code generation lists its kernels
 (:func:`passnet.dataset.analyze_fusible`: each kernel mapped back to the operations it
-computes). The work runs in a disposable child process (:func:`passnet.evaluate.run_isolated`):
+computes). The work runs in a disposable child process (:func:`passnet.isolate.run_isolated`):
 a graph that crashes Inductor costs the tool call, not the episode. Answers are cached
 per graph folder and device for the life of the process.
 """
@@ -28,13 +28,19 @@ def inspect_graph(
     graph: Path, label: str, *, device: str = "cpu", max_nodes: int = 200, timeout_s: float = 600
 ) -> str:
     """The text ``inspect_graph`` answers with for the sample folder ``graph``."""
-    from passnet.evaluate import run_isolated
+    from passnet.evaluate import FORKSERVER_PRELOAD
+    from passnet.isolate import run_isolated
 
     key = (str(Path(graph).resolve()), device, max_nodes)
     with _lock:
         if key in _cache:
             return _cache[key]
-    outcome = run_isolated(_inspect_child, (str(graph), label, device, max_nodes), timeout_s)
+    outcome = run_isolated(
+        _inspect_child,
+        (str(graph), label, device, max_nodes),
+        timeout_s,
+        preload=FORKSERVER_PRELOAD,
+    )
     if outcome.result is None:
         why = (
             "timed out"

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_error, print_warning
 from passnet.errors import PassnetError, StoreError
 
@@ -217,44 +218,32 @@ def _cmd_extract(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    from passnet.dataset import read_reports, validate_samples
-    from passnet.record import append_jsonl
-    from passnet.sample import find_samples
+    from passnet.dataset import ValidateStage, run_stage
 
-    paths = find_samples(args.paths)
-    previous = read_reports(args.out) if args.out and not args.no_resume else []
-    done = {r.sample for r in previous}
-    todo = [p for p in paths if str(p) not in done]
-    if previous:
-        console.print(
-            f"resuming: {len(paths) - len(todo)} of {len(paths)} samples already in {args.out}"
-        )
-    # Reports are appended as they finish (passnet.record.append_jsonl: fsync-ed, a line torn
-    # by an earlier kill cut off first), so a killed run keeps what it did.
+    if not args.timeout > 0:
+        raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    executor = _stage_executor(args)
     out = Path(args.out) if args.out else None
-    if out is not None:
-        out.open("w" if args.no_resume else "a").close()  # --no-resume starts afresh
-    reports = [r for r in previous if r.sample in {str(p) for p in paths}]
-    with (
-        _catalog(args.catalog) as catalog,
-        _progress(console, "validate", len(todo)) as advance,
-    ):
-
-        def on_report(report: Any) -> None:
-            if out is not None:
-                append_jsonl(out, report.to_dict())
-            if catalog is not None:
-                failed = [c.to_dict() for c in report.failed]
-                try:
-                    if not catalog.has_sample(report.sample):
-                        catalog.add_sample(report.sample)
-                    catalog.record_validation(report.sample, report.status.value, failed)
-                except PassnetError as exc:
-                    print_warning(f"not catalogued {report.sample}: {exc}")
-            reports.append(report)
-            advance(Path(report.sample).name)
-
-        validate_samples(todo, seed=args.seed, on_report=on_report)
+    if out is not None and args.no_resume:
+        out.open("w").close()  # --no-resume starts afresh
+    try:
+        with _catalog(args.catalog) as catalog:
+            run = run_stage(
+                ValidateStage(timeout_s=args.timeout, seed=args.seed),
+                args.paths,
+                None,
+                records_path=out,
+                root=args.root,
+                resume=not args.no_resume,
+                executor=executor,
+                progress=console.is_terminal,
+                catalog=catalog,
+            )
+    finally:
+        executor.close()
+    reports = run.records
+    if run.resumed:
+        console.print(f"resuming: {run.resumed} of {len(reports)} samples already in {out}")
     table = Table("sample", "status", "constraint", "where", "why")
     for r in reports:
         if r.ok:
@@ -414,6 +403,16 @@ def _cmd_db_find(args: argparse.Namespace, console: Console) -> int:
 # --------------------------------------------------------------------------- decompose, generalize, bench
 
 
+def _stage_executor(args: argparse.Namespace) -> Any:
+    """The executor of a dataset stage (``--executor``, ``--jobs``, the executor's own
+    options), checked and made before any sample runs."""
+    from passnet.runner import LocalExecutor
+
+    request = executor_request(args, "samples", device="cpu")
+    executor = make_executor(args, request)
+    return executor if executor is not None else LocalExecutor(["cpu"] * (args.jobs or 1))
+
+
 def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import DecomposeStatus, SubgraphKind, SubgraphStatus, decompose_samples
 
@@ -429,7 +428,8 @@ def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
             )
             for k in kinds
         }
-    with _catalog(args.catalog) as catalog:
+    executor = _stage_executor(args)
+    with executor, _catalog(args.catalog) as catalog:
         results = decompose_samples(
             args.paths,
             args.out,
@@ -440,7 +440,7 @@ def _cmd_decompose(args: argparse.Namespace, console: Console) -> int:
             retry_failed=args.retry_failed,
             progress=console.is_terminal,
             catalog=catalog,
-            jobs=args.jobs,
+            executor=executor,
             **({"timeout_s": args.timeout} if args.timeout is not None else {}),
             **(
                 {"memory_limit_gb": args.memory_limit_gb or None}
@@ -493,16 +493,14 @@ def _cmd_motifs(args: argparse.Namespace, console: Console) -> int:
 def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import VariantStatus, generalize_samples
 
-    if args.jobs < 1:
-        raise PassnetError(f"--jobs must be 1 or more, got {args.jobs}")
     if not args.timeout > 0:
         raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.memory_limit_gb < 0:
         raise PassnetError(
             f"--memory-limit-gb must be 0 (no limit) or more, got {args.memory_limit_gb}"
         )
-
-    with _catalog(args.catalog) as catalog:
+    executor = _stage_executor(args)
+    with executor, _catalog(args.catalog) as catalog:
         results = generalize_samples(
             args.paths,
             args.out,
@@ -516,7 +514,7 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
             device=args.device,
             seed=args.seed,
             max_variant_mb=args.max_variant_mb or None,
-            jobs=args.jobs,
+            executor=executor,
             timeout_s=args.timeout,
             memory_limit_gb=args.memory_limit_gb or None,
             unique=not args.keep_duplicates,
@@ -557,7 +555,10 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
 def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
     from passnet.dataset import build_bench
 
-    with _catalog(args.catalog) as catalog:
+    if not args.timeout > 0:
+        raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    executor = _stage_executor(args)
+    with executor, _catalog(args.catalog) as catalog:
         result = build_bench(
             args.paths,
             args.out,
@@ -569,6 +570,9 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
             overwrite=args.overwrite,
             catalog=catalog,
             progress=console.is_terminal,
+            executor=executor,
+            isolated=True,
+            timeout_s=args.timeout,
         )
     manifest = result.manifest()
     table = Table("split", "tasks", "graphs")
@@ -632,6 +636,22 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--catalog", help="record outcomes in this SQLite catalog")
     p.add_argument("--seed", type=int, default=0, help="seed of the replayed inputs")
+    p.add_argument(
+        "--root",
+        help="name each sample in the reports by its path relative to ROOT (as decompose)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds per sample before it is stopped (default: 600)",
+    )
+    add_executor_arguments(
+        p,
+        "samples",
+        "samples at once, each child with its share of the cores (default: 1; with "
+        "--executor ray: at most this many, default as many as the cluster's CPUs hold)",
+    )
     p.set_defaults(func=_cmd_validate)
 
     p = subparsers.add_parser(
@@ -732,11 +752,11 @@ def add_commands(subparsers: Any) -> None:
         help="classical kind: occurrences of this motif table's motifs (passnet motifs) "
         "instead of the sample's own repeats",
     )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="samples decomposed at once, each child with its share of the cores (default: 1)",
+    add_executor_arguments(
+        p,
+        "samples",
+        "samples at once, each child with its share of the cores (default: 1; with "
+        "--executor ray: at most this many, default as many as the cluster's CPUs hold)",
     )
     p.add_argument(
         "--timeout",
@@ -815,11 +835,11 @@ def add_commands(subparsers: Any) -> None:
         help="name each sample's output folder by its path relative to ROOT (as decompose)",
     )
     p.add_argument("--catalog", help="record the written variants in this SQLite catalog")
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="child processes generalizing at once, each with its share of the cores (default: 1)",
+    add_executor_arguments(
+        p,
+        "samples",
+        "samples at once, each child with its share of the cores (default: 1; with "
+        "--executor ray: at most this many, default as many as the cluster's CPUs hold)",
     )
     p.add_argument(
         "--timeout",
@@ -878,6 +898,18 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--catalog", help="record tasks in this SQLite catalog")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds to read one input sample's bucket keys, each in its own child "
+        "process (default: 600)",
+    )
+    add_executor_arguments(
+        p,
+        "samples",
+        "input samples read at once (default: 1; with --executor ray: at most this many)",
+    )
     p.add_argument(
         "--sources",
         metavar="FILE",

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
@@ -60,7 +61,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
     if args.prepare_workers < 0:
         raise PassnetError(f"--prepare-workers must be 0 or more, got {args.prepare_workers}")
-    _check_executor_options(args)
+    request = _check_executor_options(args)
     defaults = EvalSettings()
     try:
         # An explicit --warmup / --trials is what is done, nothing more: warm-up calls
@@ -110,7 +111,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 paths=" ".join(map(str, paths)),
             )
         planned.append((items, run_config, out_dir, score_dir))
-    executor = _make_executor(args)
+    executor = make_executor(args, request)
     # The PassNet log of each graph: in a file or pipe (entry.sh >> LOG) unless --quiet; on
     # a terminal only when asked (--log-lines): there, progress and one line per graph.
     echo_logs = args.log_lines or (not args.quiet and not console.is_terminal)
@@ -160,55 +161,24 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return status
 
 
-def _check_executor_options(args: argparse.Namespace) -> None:
-    """Executor options that do not fit together stop the command before anything runs."""
-    if args.graphs_per_child != 1 and (args.prepare_workers or args.executor == "ray"):
-        raise PassnetError(
-            "--graphs-per-child shares a child between graphs of the local executor; with "
-            "--prepare-workers or --executor ray every graph has a child of its own"
-        )
+def _check_executor_options(args: argparse.Namespace) -> Any:
+    """The executor request of the command; options that do not fit together (here, or
+    for the executor named) stop the command before anything runs."""
     if args.overlap < 1:
         raise PassnetError(f"--overlap must be 1 or more, got {args.overlap}")
-    if args.overlap > 1:
-        if not args.device.startswith("cuda"):
-            raise PassnetError(
-                f"--overlap runs several evaluations per GPU (--device cuda), got --device "
-                f"{args.device}: on the CPU, timing uses every core"
-            )
-        if args.prepare_workers or args.executor == "ray":
-            raise PassnetError(
-                "--overlap compiles beside timing in the evaluations of the local executor; "
-                "it takes neither --prepare-workers nor --executor ray"
-            )
-    if args.executor != "ray":
-        for given, name in ((args.ray_address, "--ray-address"), (args.ray_cpus, "--ray-cpus")):
-            if given is not None:
-                raise PassnetError(f"{name} needs --executor ray")
-        return
-    if args.device not in ("cpu", "cuda"):
+    if args.overlap > 1 and not args.device.startswith("cuda"):
         raise PassnetError(
-            f"--executor ray takes --device cpu or cuda (Ray gives each evaluation a free GPU "
-            f"of the cluster), got {args.device!r}"
+            f"--overlap runs several evaluations per GPU (--device cuda), got --device "
+            f"{args.device}: on the CPU, timing uses every core"
         )
-    if args.prepare_workers:
-        raise PassnetError(
-            "--prepare-workers compiles ahead on this machine (the local executor); with "
-            "--executor ray each worker compiles its own graphs"
-        )
-    if args.ray_cpus is not None and args.ray_cpus < 1:
-        raise PassnetError(f"--ray-cpus must be 1 or more, got {args.ray_cpus}")
-    if args.jobs is not None and args.jobs < 1:
-        raise PassnetError(f"--jobs must be 1 or more, got {args.jobs}")
-
-
-def _make_executor(args: argparse.Namespace) -> Any:
-    """The executor ``--executor`` names (None: run_evaluations' local default); Ray is
-    imported, and the cluster joined, here, before any graph runs."""
-    if args.executor != "ray":
-        return None
-    from passnet.runner import RayExecutor
-
-    return RayExecutor(args.ray_address, cpus_per_job=args.ray_cpus, max_workers=args.jobs)
+    return executor_request(
+        args,
+        "evaluations",
+        device=args.device,
+        prepare_workers=args.prepare_workers,
+        overlap=args.overlap,
+        graphs_per_child=args.graphs_per_child,
+    )
 
 
 def _eval_targets(
@@ -424,13 +394,6 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads in each evaluation")
     p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="concurrent evaluations (default: 1; on CUDA: spread over GPUs; with --executor "
-        "ray: at most this many, default as many as the cluster's GPUs or CPUs hold)",
-    )
-    p.add_argument(
         "--prepare-workers",
         type=int,
         default=0,
@@ -472,28 +435,11 @@ def add_commands(subparsers: Any) -> None:
         "context, imports) once (default: 1, each graph in a fresh process; records give "
         "each graph's child_position)",
     )
-    p.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        metavar="NAME",
-        help="where evaluations run: local, this machine (default), or ray, the workers of a "
-        "Ray cluster (pip install 'passnet[ray]'; docs/scale.md)",
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="with --executor ray: the cluster to join (HOST:6379, or auto for the one `ray "
-        "start` runs on this machine; default: start a Ray cluster of this machine)",
-    )
-    p.add_argument(
-        "--ray-cpus",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --executor ray: CPU cores each evaluation owns (default: on cuda a GPU "
-        "node's cores divided among its GPUs; on cpu --threads, or a whole node)",
+    add_executor_arguments(
+        p,
+        "evaluations",
+        "concurrent evaluations (default: 1; on CUDA: spread over GPUs; with --executor "
+        "ray: at most this many, default as many as the cluster's GPUs or CPUs hold)",
     )
     p.add_argument(
         "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"

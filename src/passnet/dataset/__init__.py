@@ -23,6 +23,7 @@ from passnet.dataset._decompose import (
     DEFAULT_OP_BOUNDS,
     DEFAULT_TIMEOUT_S,
     DecomposeResult,
+    DecomposeStage,
     DecomposeStatus,
     SubgraphKind,
     SubgraphRecord,
@@ -51,6 +52,7 @@ from passnet.dataset._extract import (
 from passnet.dataset._fusible import FusibleAnalysis, analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import (
     GeneralizeResult,
+    GeneralizeStage,
     VariantRecord,
     VariantStatus,
     generalize_sample,
@@ -72,11 +74,13 @@ from passnet.dataset._reference import (
     SCOPES,
     build_reference_task,
 )
+from passnet.dataset._stage import ChildDeath, SampleJob, Stage, StageRun, run_stage
 from passnet.dataset._subgraph import ParentGraph, trace_parent
 from passnet.dataset._validate import (
     CheckStatus,
     Constraint,
     ConstraintCheck,
+    ValidateStage,
     ValidationReport,
     read_reports,
     validate_sample,
@@ -121,6 +125,7 @@ __all__ = [
     "SubgraphRecord",
     "SubgraphStatus",
     "TaskRecord",
+    "ValidateStage",
     "ValidationReport",
     "VariantRecord",
     "VariantStatus",
@@ -132,6 +137,7 @@ __all__ = [
     "capture_graphs",
     "cast_sample",
     "decompose_sample",
+    "DecomposeStage",
     "decompose_samples",
     "dedup",
     "dtype_variant",
@@ -140,7 +146,13 @@ __all__ = [
     "extract_file",
     "fusible_ranges",
     "generalize_sample",
+    "GeneralizeStage",
     "generalize_samples",
+    "ChildDeath",
+    "SampleJob",
+    "Stage",
+    "StageRun",
+    "run_stage",
     "graph_hash",
     "group_by_hash",
     "hash_samples",

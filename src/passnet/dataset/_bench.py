@@ -37,19 +37,22 @@ import logging
 import math
 import random
 import shutil
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
-from passnet.dataset._progress import progress_bar
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
 from passnet.task import TaskGraph, write_task
 
 __all__ = [
+    "BenchCandidate",
+    "BenchCandidateStage",
     "BenchGraph",
     "BenchResult",
     "BenchTask",
@@ -190,6 +193,87 @@ class _NoInputs(Exception):
     """A graph without tensor inputs (left out of the benchmark)."""
 
 
+CANDIDATE_SCHEMA_VERSION = 1
+
+
+@dataclass
+class BenchCandidate:
+    """The candidate step's record of one input sample: its bucket keys
+    (:class:`BenchGraph`), or why it is left out (``status`` ``skipped``, ``reason``)."""
+
+    sample: str
+    status: str = "ok"
+    reason: str = ""
+    op_sequence: list[str] = field(default_factory=list)
+    shape_bucket: list[list[int]] = field(default_factory=list)
+    dtype: str = ""
+    kind: str = ""
+    graph_hash: str = ""
+    name: str = ""
+    root: str = ""
+    fingerprint: str = ""
+    elapsed_s: float = 0.0
+    schema_version: int = CANDIDATE_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchCandidate:
+        if d.get("schema_version", 1) > CANDIDATE_SCHEMA_VERSION:
+            raise DatasetError(
+                f"bench candidate schema {d['schema_version']} is newer than "
+                f"{CANDIDATE_SCHEMA_VERSION}"
+            )
+        return cls(**d)
+
+    def graph(self) -> BenchGraph:
+        return BenchGraph(
+            self.sample,
+            tuple(self.op_sequence),
+            tuple(tuple(b) for b in self.shape_bucket),
+            self.dtype,
+            self.graph_hash,
+            self.kind,
+        )
+
+
+@dataclass(frozen=True)
+class BenchCandidateStage(Stage[BenchCandidate]):
+    """The candidate step of ``bench build`` as a dataset stage: read one sample's bucket
+    keys (it writes no files; the records stay in memory)."""
+
+    verb: ClassVar[str] = "bench"
+    records_file: ClassVar[str] = "bench_candidates.jsonl"
+
+    def record(self, data: dict[str, Any]) -> BenchCandidate:
+        return BenchCandidate.from_dict(data)
+
+    def work(self, job: SampleJob, send: Send) -> BenchCandidate:
+        t0 = time.perf_counter()
+        try:
+            g = _describe(Path(job.sample))
+        except _NoInputs as exc:
+            return BenchCandidate(job.sample, "skipped", str(exc))
+        except (PassnetError, RuntimeError, ValueError, KeyError) as exc:
+            log.info("bench: skipping %s: %s", job.sample, exc)
+            return BenchCandidate(job.sample, "skipped", str(exc))
+        return BenchCandidate(
+            job.sample,
+            op_sequence=list(g.op_sequence),
+            shape_bucket=[list(b) for b in g.shape_bucket],
+            dtype=g.dtype,
+            kind=g.kind,
+            graph_hash=g.graph_hash,
+            elapsed_s=time.perf_counter() - t0,
+        )
+
+    def failed(
+        self, job: SampleJob, death: ChildDeath, provisional: BenchCandidate | None
+    ) -> BenchCandidate:
+        return BenchCandidate(job.sample, "skipped", f"{death.kind}: {death.message}")
+
+
 def _describe(path: Path) -> BenchGraph:
     sample = load_sample(path)
     tensors = [sample.metas[n] for n in sample.param_names if not sample.is_symint(n)]
@@ -291,8 +375,13 @@ def build_bench(
     overwrite: bool = False,
     catalog: Any = None,
     progress: bool = False,
+    executor: Any = None,
+    jobs: int = 1,
+    isolated: bool = False,
+    timeout_s: float = 600.0,
 ) -> BenchResult:
-    """Assemble PassBench tasks (docs/passes.md) from subgraph samples into ``out_dir``.
+    """Assemble PassBench tasks (PassNet appendix B; docs/dataset_decompose.md) from subgraph
+    samples into ``out_dir``.
 
     ``paths``: sample folders, folders searched for samples, or list files. ``stride``
     is σ of the stratified sampling; ``eval_fraction`` the share of operator
@@ -302,6 +391,11 @@ def build_bench(
     ``overwrite``. Unreadable samples, and graphs without tensor inputs, are listed in
     ``skipped`` with the reason. ``catalog``: a :class:`~passnet.dataset.Catalog` to record
     each task in, with its source samples (see :func:`_record_task`).
+
+    The candidate step (each sample's bucket keys) is a dataset stage
+    (:class:`BenchCandidateStage`): in this process by default, or with ``isolated``
+    each sample in a child (``timeout_s``), on ``executor`` (default: this machine,
+    ``jobs`` at once). The tasks do not depend on which.
     """
 
     if stride < 1:
@@ -317,19 +411,21 @@ def build_bench(
     wanted = {k.replace("_", "-") for k in kinds} if kinds else None
     result = BenchResult(str(out), seed, stride, eval_fraction, max_graphs_per_task)
     graphs: list[BenchGraph] = []
-    with progress_bar("bench", progress) as bar:
-        task_id = bar.add_task("reading", total=len(samples))
-        for path in samples:
-            try:
-                described = _describe(path)
-                if wanted is None or described.kind in wanted:
-                    graphs.append(described)
-            except _NoInputs as exc:
-                result.skipped.append({"path": str(path), "reason": str(exc)})
-            except (PassnetError, RuntimeError, ValueError, KeyError) as exc:
-                result.skipped.append({"path": str(path), "reason": str(exc)})
-                log.info("bench: skipping %s: %s", path, exc)
-            bar.advance(task_id)
+    candidates = run_stage(
+        BenchCandidateStage(timeout_s=timeout_s),
+        samples,
+        None,
+        find=False,
+        executor=executor,
+        jobs=jobs,
+        isolated=isolated,
+        progress=progress,
+    ).records
+    for candidate in candidates:
+        if candidate.status != "ok":
+            result.skipped.append({"path": candidate.sample, "reason": candidate.reason})
+        elif wanted is None or candidate.kind in wanted:
+            graphs.append(candidate.graph())
 
     by_sequence: dict[tuple[str, ...], list[BenchGraph]] = {}
     seen_hashes: set[str] = set()

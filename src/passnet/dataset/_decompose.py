@@ -22,8 +22,9 @@ the parent serves every kind), written in the GraphNet layout with provenance in
 are duplicates of it (if it fails, the next one is tried). Every candidate ends as a
 :class:`SubgraphRecord` (written / duplicate / skipped / failed, with the reason).
 
-A batch (:func:`decompose_samples`) runs each sample in its own child process
-(:func:`passnet.evaluate.run_isolated`) with a time limit and a memory limit: a
+A batch (:func:`decompose_samples`, the :class:`DecomposeStage` run by
+:func:`~passnet.dataset.run_stage`) runs each sample in its own child process
+(:func:`passnet.isolate.run_isolated`) with a time limit and a memory limit: a
 sample that crashes, hangs or runs out of memory ends as that sample's record.
 """
 
@@ -32,17 +33,15 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import resource
 import shutil
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 import torch
@@ -50,9 +49,8 @@ import torch
 from passnet.dataset._fold import Folding, apply_folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import SymbolicDims, infer_symbolic_dims
-from passnet.dataset._layout import output_root, sample_names
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
-from passnet.dataset._progress import progress_bar
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
     OpRange,
     ParentGraph,
@@ -65,13 +63,11 @@ from passnet.dataset._subgraph import (
     unit_ranges,
 )
 from passnet.errors import DatasetError, PassnetError
-from passnet.record import ErrorInfo, append_jsonl, read_jsonl
+from passnet.record import ErrorInfo, read_jsonl
 from passnet.sample import (
     Constraints,
     TensorMeta,
-    find_samples,
     load_sample,
-    recorded_hash,
     replay_cache,
     write_sample,
 )
@@ -94,9 +90,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""Of a ``decompose.jsonl`` record. Version 1 (no ``name``, ``root``, ``op_sequence``,
-symbol counts, ``peak_rss_mb``) still loads."""
+SCHEMA_VERSION = 3
+"""Of a ``decompose.jsonl`` record. 3: ``fingerprint``, the stage options' digest (older
+records load, and are done again: they have none). Version 1 (no ``name``, ``root``,
+``op_sequence``, symbol counts, ``peak_rss_mb``) still loads."""
 MANIFEST = "decompose.jsonl"
 DEFAULT_TIMEOUT_S = 900.0
 """Per sample (a child that takes longer ends as ``timeout``)."""
@@ -223,6 +220,9 @@ class DecomposeResult:
     peak_rss_mb: float = 0.0
     """Peak resident memory of the process that decomposed the sample (isolated: its child)."""
     options: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+    """The stage options' digest (:meth:`passnet.dataset.Stage.fingerprint`): with the
+    name and graph hash, the key a later run resumes by."""
     schema_version: int = SCHEMA_VERSION
 
     def count(self, kind: str | None = None, status: SubgraphStatus | None = None) -> int:
@@ -275,7 +275,7 @@ def _error(exc: BaseException, stage: str, **context: Any) -> ErrorInfo:
 
 
 def _is_out_of_memory(error: ErrorInfo) -> bool:
-    from passnet.evaluate import mentions_host_oom
+    from passnet.isolate import mentions_host_oom
 
     return error.type == "MemoryError" or mentions_host_oom(error.message)
 
@@ -857,118 +857,107 @@ def build_motif_table(
     )
 
 
-# --- the isolated batch ---------------------------------------------------------------------------
+# --- the batch: a stage of run_stage ------------------------------------------------------------
 
 
-@dataclass
-class _ChildRequest:
-    sample: str
-    out_dir: str
-    kinds: list[str]
-    name: str
-    folding: Folding | None
-    options: dict[str, Any]
-    memory_limit_bytes: int | None
-    threads: int | None = None
-    """Torch threads of the child (None: torch's default), so parallel children share the cores."""
+def _preload_for_children(device: str) -> list[str]:
+    """The modules the forkserver imports once for every decomposition child.
 
+    Inductor's compiler module (seconds to import) and :mod:`~passnet.dataset._warm` (a
+    first compilation and fake run, whose start-up work every child would otherwise
+    repeat) only on a machine without CUDA: importing or running Inductor can query the
+    device, which would mark every later fork unable to use CUDA."""
+    from passnet.isolate import TORCH_PRELOAD
 
-def _decompose_in_child(request: _ChildRequest, send: Any) -> None:
-    """The child: bound its memory, refuse a sample too large for the bound, decompose."""
-    from passnet.evaluate import limit_data_segment
-
-    if request.threads:
-        torch.set_num_threads(request.threads)
-    limit = request.memory_limit_bytes
-    if limit:
-        limit_data_segment(limit)
-        try:
-            needed = _COPIES * load_sample(request.sample).tensor_bytes
-        except PassnetError:
-            needed = 0  # decompose_sample reports the broken sample
-        if needed > limit:
-            result = DecomposeResult(
-                sample=request.sample,
-                kinds=request.kinds,
-                name=request.name,
-                status=DecomposeStatus.TOO_LARGE.value,
-            )
-            result.errors.append(
-                ErrorInfo(
-                    "TooLarge",
-                    f"its tensors take {needed / _COPIES / 2**30:.1f} GiB and a decomposition "
-                    f"holds them {_COPIES} times, over the memory limit of "
-                    f"{limit / 2**30:.1f} GiB: not decomposed",
-                    "load",
-                    {"sample": request.sample, "needed_bytes": str(needed)},
-                )
-            )
-            send(("result", result.to_dict()))
-            return
-
-    def provisional(partial: DecomposeResult) -> None:
-        send(("stage", "materialize"))
-        send(("provisional", partial.to_dict()))
-
-    send(("stage", "trace"))
-    result = decompose_sample(
-        request.sample,
-        request.out_dir,
-        request.kinds,
-        folding=request.folding,
-        name=request.name,
-        on_candidates=provisional,
-        **request.options,
-    )
-    send(("result", result.to_dict()))
-
-
-def _preload_for_children(device: str) -> None:
-    """Have the forkserver import what every decomposition child needs, once.
-
-    ``passnet.evaluate.FORKSERVER_PRELOAD`` is read when the forkserver starts (its
-    documented extension point). Inductor's compiler module (seconds to import) and
-    :mod:`~passnet.dataset._warm` (a first compilation and fake run, whose start-up work
-    every child would otherwise repeat) are added only on a machine without CUDA:
-    importing or running Inductor can query the device, which would mark every later
-    fork unable to use CUDA."""
-    from passnet.evaluate import FORKSERVER_PRELOAD
-
-    wanted = ["passnet.dataset._decompose"]
+    wanted = [*TORCH_PRELOAD, "passnet.dataset._decompose"]
     if device == "cpu" and not torch.cuda.is_available():
         wanted += ["torch._inductor.compile_fx", "passnet.dataset._warm"]
-    for module in wanted:
-        if module not in FORKSERVER_PRELOAD:
-            FORKSERVER_PRELOAD.append(module)
+    return wanted
 
 
-def _decompose_isolated(request: _ChildRequest, timeout_s: float) -> DecomposeResult:
-    from passnet.evaluate import run_isolated
+@dataclass(frozen=True)
+class DecomposeStage(Stage[DecomposeResult]):
+    """``decompose`` as a dataset stage: one sample's subgraphs of ``kinds`` into
+    ``OUT/<name>/<kind>/<start>-<stop>/``; ``options`` go to :func:`decompose_sample`."""
 
-    t0 = time.perf_counter()
-    outcome = run_isolated(_decompose_in_child, (request,), timeout_s, capture_stderr=True)
-    if outcome.result is not None and not outcome.from_provisional:
-        return DecomposeResult.from_dict(outcome.result)
-    result = (
-        DecomposeResult.from_dict(outcome.result)
-        if outcome.result is not None
-        else DecomposeResult(sample=request.sample, kinds=request.kinds, name=request.name)
-    )
-    kind, message = outcome.death(timeout_s, stage=True)
-    result.status = DecomposeStatus(kind).value
-    if not outcome.timed_out and outcome.signal_name == "SIGKILL":
-        message += " (SIGKILL: the kernel's out-of-memory killer, or someone)"
-    result.errors.append(
-        ErrorInfo(
-            "ChildDied" if not outcome.timed_out else "Timeout",
-            message,
-            "isolate",
-            {"sample": request.sample},
-            outcome.stderr_tail[-2000:] or None,
+    verb: ClassVar[str] = "decompose"
+    records_file: ClassVar[str] = MANIFEST
+    per_sample_dir: ClassVar[bool] = False
+    kinds: tuple[str, ...] = tuple(k.value for k in DEFAULT_KINDS)
+    folding: Folding | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def fingerprint_options(self) -> dict[str, Any]:
+        return {
+            "kinds": list(self.kinds),
+            "motifs": self.folding.table_digest if self.folding is not None else "",
+            "options": dict(self.options),
+        }
+
+    def preload(self) -> list[str]:
+        return _preload_for_children(self.options.get("device", "cpu"))
+
+    def keep(self, before: DecomposeResult, retry_failed: bool) -> bool:
+        return not (retry_failed and before.status != DecomposeStatus.OK.value)
+
+    def record(self, data: dict[str, Any]) -> DecomposeResult:
+        return DecomposeResult.from_dict(data)
+
+    def catalog(self, catalog: Any, record: DecomposeResult) -> None:
+        _record_in_catalog(catalog, record)
+
+    def work(self, job: SampleJob, send: Send) -> DecomposeResult:
+        """Refuse a sample too large for the memory bound, else decompose it (a
+        provisional record once its candidates are known)."""
+        limit = job.memory_limit_bytes
+        if limit:
+            try:
+                needed = _COPIES * load_sample(job.sample).tensor_bytes
+            except PassnetError:
+                needed = 0  # decompose_sample reports the broken sample
+            if needed > limit:
+                result = DecomposeResult(
+                    sample=job.sample,
+                    kinds=list(self.kinds),
+                    name=job.name,
+                    status=DecomposeStatus.TOO_LARGE.value,
+                )
+                result.errors.append(
+                    ErrorInfo(
+                        "TooLarge",
+                        f"its tensors take {needed / _COPIES / 2**30:.1f} GiB and a "
+                        f"decomposition holds them {_COPIES} times, over the memory limit of "
+                        f"{limit / 2**30:.1f} GiB: not decomposed",
+                        "load",
+                        {"sample": job.sample, "needed_bytes": str(needed)},
+                    )
+                )
+                return result
+
+        def provisional(partial: DecomposeResult) -> None:
+            send(("stage", "materialize"))
+            send(("provisional", partial.to_dict()))
+
+        send(("stage", "trace"))
+        return decompose_sample(
+            job.sample,
+            job.out_dir,
+            list(self.kinds),
+            folding=self.folding,
+            name=job.name,
+            on_candidates=provisional,
+            **self.options,
         )
-    )
-    result.elapsed_s = time.perf_counter() - t0
-    return result
+
+    def failed(
+        self, job: SampleJob, death: ChildDeath, provisional: DecomposeResult | None
+    ) -> DecomposeResult:
+        result = provisional or DecomposeResult(
+            sample=job.sample, kinds=list(self.kinds), name=job.name
+        )
+        result.status = DecomposeStatus(death.kind).value
+        result.errors.append(death.error(job.sample))
+        return result
 
 
 def decompose_samples(
@@ -984,12 +973,14 @@ def decompose_samples(
     catalog: Any = None,
     isolated: bool = True,
     jobs: int = 1,
+    executor: Any = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB,
     on_result: Any = None,
     **options: Any,
 ) -> list[DecomposeResult]:
-    """Decompose many samples into ``out_dir/<name>/<kind>/<start>-<stop>/``.
+    """Decompose many samples into ``out_dir/<name>/<kind>/<start>-<stop>/``: the
+    :class:`DecomposeStage` run by :func:`~passnet.dataset.run_stage`.
 
     ``name`` is each sample's path relative to ``root`` (default: the root recorded in
     ``out_dir``'s records, else the common folder of the samples' parent folders; see
@@ -1001,93 +992,39 @@ def decompose_samples(
     With ``isolated`` (the default) each sample runs in its own child process, stopped
     after ``timeout_s`` and limited to ``memory_limit_gb`` of data: a crash, a hang or an
     out-of-memory failure is that sample's record (:class:`DecomposeStatus`), and the
-    batch carries on. ``jobs`` children run at once (isolated only), each with its share
-    of the CPU cores as torch threads; records are then appended in the order samples
-    finish. Results are appended to ``out_dir/decompose.jsonl`` as each
-    sample finishes; with ``resume`` a sample already recorded there (same path, hash,
-    kinds and motif table) is not done again, unless ``retry_failed`` and its status is
-    not ``ok``. ``on_result(result)`` sees each record.
-    ``options`` go to :func:`decompose_sample`.
+    batch carries on. The children run on ``executor`` (default: this machine, ``jobs``
+    at once, each with its share of the CPU cores as torch threads). Records are
+    appended to ``out_dir/decompose.jsonl`` as samples finish, and the file is rewritten
+    in sample-name order when the run ends; with ``resume`` a sample already recorded
+    there (same name, graph hash and options) is not done again, unless
+    ``retry_failed`` and its status is not ``ok``. ``on_result(result)`` sees each new
+    record. ``options`` go to :func:`decompose_sample`.
 
     Raises :class:`~passnet.errors.DatasetError` before any work when a sample lies
     outside the root or two samples would share a folder, and
     :class:`~passnet.errors.ChildStartError` when no child process can be started.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kind_list = [SubgraphKind.parse(k) for k in kinds]
-    samples = find_samples(paths)
-    manifest = out / MANIFEST
-    previous = read_decompose_manifest(manifest) if manifest.is_file() else []
-    recorded_root = next((r.root for r in reversed(previous) if r.root), None)
-    chosen_root = output_root(out, samples, root, recorded_root)
-    names = sample_names(samples, chosen_root)
     folding = (
         Folding.from_json(Path(motifs).read_text()) if isinstance(motifs, (str, Path)) else motifs
     )
-    motif_key = folding.table_digest if folding is not None else ""
-    kinds_key = ",".join(k.value for k in kind_list)
-    done: dict[tuple[str, str, str], DecomposeResult] = {}
-    if resume:
-        for r in previous:
-            done[(r.sample, ",".join(r.kinds), r.options.get("motifs", ""))] = r
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
-    jobs = max(1, int(jobs)) if isolated else 1
-    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
-    if isolated:
-        _preload_for_children(options.get("device", "cpu"))
-    todo: list[tuple[Path, str]] = []
-    results_by_path: dict[Path, DecomposeResult] = {}
-    for path, name in zip(samples, names, strict=True):
-        before = done.get((str(path), kinds_key, motif_key))
-        if (
-            before is not None
-            and before.graph_hash == recorded_hash(path)
-            and not (retry_failed and before.status != DecomposeStatus.OK.value)
-        ):
-            results_by_path[path] = before
-        else:
-            todo.append((path, name))
-
-    def work(path: Path, name: str) -> DecomposeResult:
-        if not isolated:
-            return decompose_sample(path, out, kind_list, folding=folding, name=name, **options)
-        request = _ChildRequest(
-            str(path),
-            str(out),
-            [k.value for k in kind_list],
-            name,
-            folding,
-            options,
-            limit,
-            threads,
-        )
-        return _decompose_isolated(request, timeout_s)
-
-    def finish(path: Path, name: str, result: DecomposeResult) -> None:
-        result.name, result.root = name, str(chosen_root)
-        result.graph_hash = result.graph_hash or recorded_hash(path)
-        if catalog is not None:
-            _record_in_catalog(catalog, result)
-        append_jsonl(manifest, result.to_dict())
-        results_by_path[path] = result
-        if on_result is not None:
-            on_result(result)
-
-    with progress_bar("decompose", progress) as bar:
-        task = bar.add_task("", total=len(samples))
-        bar.advance(task, len(samples) - len(todo))
-        if jobs == 1:
-            for path, name in todo:
-                bar.update(task, description=name)
-                finish(path, name, work(path, name))
-                bar.advance(task)
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                running = {pool.submit(work, path, name): (path, name) for path, name in todo}
-                for future in as_completed(running):
-                    path, name = running[future]
-                    finish(path, name, future.result())
-                    bar.update(task, description=name)
-                    bar.advance(task)
-    return [results_by_path[p] for p in samples]
+    stage = DecomposeStage(
+        timeout_s=timeout_s,
+        memory_limit_gb=memory_limit_gb,
+        kinds=tuple(SubgraphKind.parse(k).value for k in kinds),
+        folding=folding,
+        options=dict(options),
+    )
+    return run_stage(
+        stage,
+        paths,
+        out_dir,
+        root=root,
+        resume=resume,
+        retry_failed=retry_failed,
+        executor=executor,
+        jobs=jobs,
+        isolated=isolated,
+        progress=progress,
+        catalog=catalog,
+        on_record=on_result,
+    ).records

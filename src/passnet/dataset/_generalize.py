@@ -34,20 +34,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gc
 import logging
 import math
-import os
 import shutil
-import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 import torch
@@ -56,9 +52,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
-from passnet.dataset._layout import output_root, sample_names
-from passnet.dataset._progress import progress_bar
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
+from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
     ParentGraph,
     canonical_hash,
@@ -72,11 +67,10 @@ from passnet.dataset._variants import (
     write_first_runnable,
 )
 from passnet.errors import PassnetError
-from passnet.record import ErrorInfo, append_jsonl, read_jsonl
+from passnet.record import ErrorInfo, read_jsonl
 from passnet.sample import (
     Constraints,
     TensorMeta,
-    find_samples,
     load_sample,
     recorded_hash,
     replay_value,
@@ -99,9 +93,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: variant status ``too_large``, variant ``nbytes`` and ``elapsed_s``; 3: status
-``duplicate`` and ``duplicate_of`` (versions 1 and 2 are read)."""
+``duplicate`` and ``duplicate_of``; 4: ``fingerprint``, the stage options' digest (older
+versions are read, and done again: they have none)."""
 DEFAULT_MAX_VARIANT_MB = 64.0
 """Default bound on a shape variant's inputs plus outputs, in MB (10**6 bytes)."""
 DTYPE_NAMES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -167,6 +162,9 @@ class GeneralizeResult:
     duplicate_of: str = ""
     """Status ``duplicate``: the name of the sample with the same graph hash that was
     generalized instead."""
+    fingerprint: str = ""
+    """The stage options' digest (:meth:`passnet.dataset.Stage.fingerprint`): with the
+    name and graph hash, the key a later run resumes by."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -798,8 +796,64 @@ def _result_from_dict(d: dict[str, Any]) -> GeneralizeResult:
 
 DEFAULT_TIMEOUT_S = 600.0
 """Default time bound of one sample's generalization, in an isolated run."""
-SAMPLES_PER_CHILD = 32
-"""At most this many samples are generalized in turn in one child process."""
+
+
+@dataclass(frozen=True)
+class GeneralizeStage(Stage[GeneralizeResult]):
+    """``generalize`` as a dataset stage: one sample's dtype and shape variants into
+    ``OUT/<name>/<variant>/``; ``options`` go to :func:`generalize_sample`."""
+
+    verb: ClassVar[str] = "generalize"
+    records_file: ClassVar[str] = MANIFEST
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def fingerprint_options(self) -> dict[str, Any]:
+        return {"options": dict(self.options)}
+
+    def keep(self, before: GeneralizeResult, retry_failed: bool) -> bool:
+        return before.status in ("ok", "duplicate")
+
+    def record(self, data: dict[str, Any]) -> GeneralizeResult:
+        return _result_from_dict(data)
+
+    def catalog(self, catalog: Any, record: GeneralizeResult) -> None:
+        _record_variants(catalog, record)
+
+    def work(self, job: SampleJob, send: Send) -> GeneralizeResult:
+        send(("stage", "generalize"))
+        return generalize_sample(job.sample, job.out_dir, **self.options)
+
+    def failed(
+        self, job: SampleJob, death: ChildDeath, provisional: GeneralizeResult | None
+    ) -> GeneralizeResult:
+        return GeneralizeResult(
+            sample=job.sample,
+            graph_hash=recorded_hash(job.sample),
+            status=death.kind,
+            error=death.error(job.sample),
+        )
+
+
+def _duplicates(
+    todo: list[tuple[Path, str]], previous: list[GeneralizeResult]
+) -> dict[Path, GeneralizeResult]:
+    """The samples of ``todo`` whose graph hash a sample before them (of the batch, in
+    order, or recorded ``ok`` in the folder) has: recorded ``duplicate``, not run."""
+    first_of: dict[str, str] = {}
+    for r in previous:
+        if r.status == "ok" and r.graph_hash:
+            first_of.setdefault(r.graph_hash, r.name)
+    found: dict[Path, GeneralizeResult] = {}
+    for path, name in todo:
+        digest = recorded_hash(path)
+        if not digest:
+            continue
+        first = first_of.setdefault(digest, name)
+        if first != name:
+            found[path] = GeneralizeResult(
+                sample=str(path), graph_hash=digest, status="duplicate", duplicate_of=first
+            )
+    return found
 
 
 def generalize_samples(
@@ -812,14 +866,17 @@ def generalize_samples(
     catalog: Any = None,
     isolated: bool = True,
     jobs: int = 1,
+    executor: Any = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_gb: float | None = 8.0,
     unique: bool = True,
     **options: Any,
 ) -> list[GeneralizeResult]:
-    """Generalize many samples into ``out_dir/<name>/<variant>/``; results go to
-    ``out_dir/generalize.jsonl`` as each sample finishes, and with ``resume`` a
-    sample recorded there (same path and hash) is not done again.
+    """Generalize many samples into ``out_dir/<name>/<variant>/``: the
+    :class:`GeneralizeStage` run by :func:`~passnet.dataset.run_stage`. Records go to
+    ``out_dir/generalize.jsonl`` as samples finish (rewritten in sample-name order when
+    the run ends); with ``resume`` a sample recorded there ``ok`` or ``duplicate`` (same
+    name, graph hash and options) is not done again.
 
     ``name`` is the sample's path relative to ``root``, chosen as for
     :func:`~passnet.dataset.decompose_samples` (the root recorded in ``out_dir``, else
@@ -827,176 +884,32 @@ def generalize_samples(
     ``catalog``: a :class:`~passnet.dataset.Catalog` that records each written variant
     (kind ``variant``, its ``generalization`` provenance).
 
-    With ``isolated`` (the default) the samples are generalized in child processes, up
-    to :data:`SAMPLES_PER_CHILD` in turn in one child (a child's start is paid once for
-    them), each sample stopped after ``timeout_s`` and every child limited to
-    ``memory_limit_gb`` of data: a sample that hangs or kills its process is that
-    sample's record (status ``timeout`` or ``crashed``), and the samples after it go on
-    in a fresh child. ``jobs`` children run at once, each with its share of the CPU cores
-    as torch threads; records are then appended in the order samples finish.
+    With ``isolated`` (the default) each sample is generalized in its own child process,
+    stopped after ``timeout_s`` and limited to ``memory_limit_gb`` of data: a sample that
+    hangs or kills its process is that sample's record (status ``timeout`` or
+    ``crashed``). The children run on ``executor`` (default: this machine, ``jobs`` at
+    once, each with its share of the CPU cores as torch threads).
 
     With ``unique`` (the default) one sample per graph hash (``graph_hash.txt``) is
     generalized: a sample whose hash an earlier sample of the batch, or one recorded
     ``ok`` in ``out_dir``, already has is recorded ``duplicate`` (``duplicate_of``: that
     sample's name) and not run; its variants would be that sample's."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    samples = find_samples(paths)
-    manifest = out / MANIFEST
-    previous = read_generalize_manifest(manifest) if manifest.is_file() else []
-    recorded_root = next((r.root for r in reversed(previous) if r.root), None)
-    chosen_root = output_root(out, samples, root, recorded_root)
-    done = {r.sample: r for r in previous} if resume else {}
-    by_path: dict[Path, GeneralizeResult] = {}
-    todo: list[tuple[Path, str]] = []
-    duplicates: list[tuple[Path, str, GeneralizeResult]] = []
-    # one sample per graph hash is generalized: the variants of the same graph are the same
-    first_of: dict[str, str] = {}
-    if unique:
-        for r in previous:
-            if r.status == "ok" and r.graph_hash:
-                first_of.setdefault(r.graph_hash, r.name)
-    for path, name in zip(samples, sample_names(samples, chosen_root), strict=True):
-        before = done.get(str(path))
-        digest = recorded_hash(path)
-        if (
-            before is not None
-            and before.status in ("ok", "duplicate")
-            and before.graph_hash == digest
-        ):
-            by_path[path] = before
-        elif unique and digest and first_of.get(digest, name) != name:
-            duplicates.append(
-                (
-                    path,
-                    name,
-                    GeneralizeResult(
-                        sample=str(path),
-                        graph_hash=digest,
-                        status="duplicate",
-                        duplicate_of=first_of[digest],
-                    ),
-                )
-            )
-        else:
-            if unique and digest:
-                first_of.setdefault(digest, name)
-            todo.append((path, name))
-    lock = threading.Lock()
-    with progress_bar("generalize", progress) as bar:
-        task = bar.add_task("", total=len(samples))
-        bar.advance(task, len(samples) - len(todo) - len(duplicates))
-
-        def finish(path: Path, name: str, result: GeneralizeResult) -> None:
-            result.name, result.root = name, str(chosen_root)
-            with lock:
-                if catalog is not None:
-                    _record_variants(catalog, result)
-                append_jsonl(manifest, result.to_dict())
-                by_path[path] = result
-                bar.update(task, description=name)
-                bar.advance(task)
-
-        for path, name, result in duplicates:
-            finish(path, name, result)
-        if not isolated:
-            for path, name in todo:
-                finish(path, name, generalize_sample(path, out / name, **options))
-        else:
-            from passnet.evaluate import FORKSERVER_PRELOAD, even_chunks
-
-            if __name__ not in FORKSERVER_PRELOAD:
-                FORKSERVER_PRELOAD.append(__name__)  # read when the forkserver starts
-            jobs = max(1, int(jobs))
-            runner = _IsolatedRuns(
-                out,
-                options,
-                timeout_s,
-                int(memory_limit_gb * 2**30) if memory_limit_gb else None,
-                max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None,
-                finish,
-            )
-            # several chunks per job when there are many children at once: a chunk's
-            # samples run one after another, so small chunks keep the jobs evenly busy
-            chunks = even_chunks(todo, SAMPLES_PER_CHILD, 1 if jobs == 1 else 4 * jobs)
-            if jobs == 1 or len(chunks) <= 1:
-                for chunk in chunks:
-                    runner.run(chunk)
-            else:
-                with ThreadPoolExecutor(max_workers=jobs) as pool:
-                    for future in [pool.submit(runner.run, chunk) for chunk in chunks]:
-                        future.result()
-    return [by_path[p] for p in samples]
-
-
-@dataclass(frozen=True)
-class _ChildRequest:
-    sample: str
-    out_dir: str
-    options: dict[str, Any]
-
-
-def _generalize_in_child(
-    requests: list[_ChildRequest], limit: int | None, threads: int | None, send: Any
-) -> None:
-    from passnet.evaluate import limit_data_segment
-
-    if threads:
-        torch.set_num_threads(threads)
-    if limit:
-        limit_data_segment(limit)
-    for i, request in enumerate(requests):
-        if i:
-            gc.collect()
-        send(("stage", "generalize"))
-        result = generalize_sample(request.sample, request.out_dir, **request.options)
-        send(("result", result.to_dict()))
-
-
-@dataclass
-class _IsolatedRuns:
-    """Runs chunks of samples in child processes (:func:`run_isolated_batch`), each
-    sample's result handed to ``finish`` as it is decided."""
-
-    out: Path
-    options: dict[str, Any]
-    timeout_s: float
-    limit: int | None
-    threads: int | None
-    finish: Any
-
-    def run(self, chunk: list[tuple[Path, str]]) -> None:
-        from passnet.evaluate import run_isolated_batch
-
-        def decided(item: tuple[Path, str], outcome: Any, _position: int, elapsed: float) -> bool:
-            path, name = item
-            self.finish(path, name, self._result(outcome, path, elapsed))
-            return True
-
-        run_isolated_batch(chunk, self._child, self.timeout_s, decided, capture_stderr=True)
-
-    def _child(self, left: list[tuple[Path, str]]) -> tuple[Any, tuple[Any, ...]]:
-        """The target and arguments of a child that generalizes the samples ``left``."""
-        requests = [_ChildRequest(str(p), str(self.out / n), self.options) for p, n in left]
-        return _generalize_in_child, (requests, self.limit, self.threads)
-
-    def _result(self, outcome: Any, path: Path, elapsed: float) -> GeneralizeResult:
-        if outcome.result is not None:
-            return _result_from_dict(outcome.result)
-        status, message = outcome.death(self.timeout_s)
-        return GeneralizeResult(
-            sample=str(path),
-            graph_hash=recorded_hash(path),
-            status=status,
-            error=ErrorInfo(
-                "Timeout" if outcome.timed_out else "ChildDied",
-                message,
-                "isolate",
-                {"sample": str(path)},
-                outcome.stderr_tail[-2000:] or None,
-            ),
-            elapsed_s=elapsed,
-        )
+    stage = GeneralizeStage(
+        timeout_s=timeout_s, memory_limit_gb=memory_limit_gb, options=dict(options)
+    )
+    return run_stage(
+        stage,
+        paths,
+        out_dir,
+        root=root,
+        resume=resume,
+        executor=executor,
+        jobs=jobs,
+        isolated=isolated,
+        progress=progress,
+        catalog=catalog,
+        decided=_duplicates if unique else None,
+    ).records
 
 
 def _record_variants(catalog: Any, result: GeneralizeResult) -> None:

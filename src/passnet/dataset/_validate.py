@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.fx
@@ -41,8 +41,8 @@ from torch.fx.passes.split_module import split_module
 from passnet._parse import parse_python
 from passnet.dataset._extract import ExtractOptions, capture_graphs, write_graph_sample
 from passnet.dataset._hash import canonical_graph, is_assertion_op
+from passnet.dataset._stage import ChildDeath, SampleJob, Stage, run_stage
 from passnet.errors import (
-    ChildStartError,
     DatasetError,
     InputFormatError,
     PassnetError,
@@ -50,6 +50,7 @@ from passnet.errors import (
     TooLarge,
 )
 from passnet.evaluate import check_fits
+from passnet.isolate import TORCH_PRELOAD
 from passnet.record import read_jsonl
 from passnet.sample import (
     Sample,
@@ -64,6 +65,7 @@ from passnet.sample import (
     node_line,
     op_resolves,
     parse_meta_file,
+    recorded_hash,
     render_meta_file,
     trace_sample,
 )
@@ -86,7 +88,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REPORT_SCHEMA_VERSION = 1
+PRELOAD: list[str] = [*TORCH_PRELOAD, "passnet.dataset._validate"]
+"""Modules the forkserver of the validation children imports once for all of them."""
+
+REPORT_SCHEMA_VERSION = 2
+"""2: ``name``, ``root`` and ``fingerprint`` (the record key of :func:`run_stage`); version
+1 reports load (and are validated again by a resuming run: they have no fingerprint)."""
 
 
 class Constraint(str, enum.Enum):
@@ -163,6 +170,11 @@ class ValidationReport:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     torch_version: str = torch.__version__
+    name: str = ""
+    """The sample's path relative to the run's root."""
+    root: str = ""
+    fingerprint: str = ""
+    """The validation options' digest (:meth:`passnet.dataset.Stage.fingerprint`)."""
     schema_version: int = REPORT_SCHEMA_VERSION
 
     @property
@@ -186,6 +198,9 @@ class ValidationReport:
             "notes": self.notes,
             "elapsed_s": round(self.elapsed_s, 3),
             "torch_version": self.torch_version,
+            "name": self.name,
+            "root": self.root,
+            "fingerprint": self.fingerprint,
         }
 
     def to_json(self) -> str:
@@ -206,6 +221,9 @@ class ValidationReport:
             notes=list(d.get("notes", [])),
             elapsed_s=float(d.get("elapsed_s", 0.0)),
             torch_version=d.get("torch_version", ""),
+            name=d.get("name", ""),
+            root=d.get("root", ""),
+            fingerprint=d.get("fingerprint", ""),
             schema_version=version,
         )
 
@@ -654,39 +672,64 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and str(value).isdigit() else None
 
 
-def _validate_in_child(path: str, seed: int, send: Callable[[tuple[str, Any]], None]) -> None:
-    send(("result", validate_sample(path, seed=seed).to_dict()))
-
-
-def _validate_isolated(path: str | Path, seed: int, timeout_s: float) -> ValidationReport:
-    """Validate in a disposable child process: a crash or hang fails the sample, not the batch."""
-    from passnet.evaluate import run_isolated
-
-    started = time.perf_counter()
-    outcome = run_isolated(_validate_in_child, (str(path), seed), timeout_s, capture_stderr=True)
-    if outcome.result is not None:
-        return ValidationReport.from_dict(outcome.result)
-    how = (
-        "timed out"
-        if outcome.timed_out
-        else f"died ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
-    )
-    last_words = _last_line(outcome.stderr_tail)
+def _validator_error(path: str | Path, exc: Exception) -> ValidationReport:
+    """The report of a sample the validator itself failed on (a bug of ours, not a
+    finding about the sample): every check skipped, the error in the notes."""
+    log.exception("validator failed on %s", path)
     checks = _Checks()
-    checks.fail(
-        Constraint.RUNNABLE,
-        f"validation process {how} while checking the sample"
-        + (f": {last_words}" if last_words else ""),
-    )
     for c in Constraint:
-        if c is not Constraint.RUNNABLE:
-            checks.skip(c, f"validation process {how}")
-    return checks.report(Path(path), started)
+        checks.skip(c, f"validator error: {type(exc).__name__}: {exc}")
+    report = checks.report(Path(path), time.perf_counter())
+    report.notes.append(f"validator error: {type(exc).__name__}: {exc}")
+    return report
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+@dataclass(frozen=True)
+class ValidateStage(Stage[ValidationReport]):
+    """``validate`` as a dataset stage: one sample's constraint checks (no files; the
+    reports are the records)."""
+
+    verb: ClassVar[str] = "validate"
+    records_file: ClassVar[str] = "validate.jsonl"
+    seed: int = 0
+
+    def preload(self) -> list[str]:
+        return list(PRELOAD)
+
+    def record(self, data: dict[str, Any]) -> ValidationReport:
+        return ValidationReport.from_dict(data)
+
+    def resume_hash(self, record: ValidationReport) -> str:
+        """The sample's recorded hash (``graph_hash.txt``), not the report's canonical
+        one: a report resumes when the sample still declares what it did."""
+        return recorded_hash(record.sample)
+
+    def work(self, job: SampleJob, send: Callable[[tuple[str, Any]], None]) -> ValidationReport:
+        send(("stage", "validate"))
+        try:
+            return validate_sample(job.sample, seed=self.seed)
+        except Exception as exc:  # noqa: BLE001 - a validator bug on one sample must not end the batch
+            return _validator_error(job.sample, exc)
+
+    def failed(
+        self, job: SampleJob, death: ChildDeath, provisional: ValidationReport | None
+    ) -> ValidationReport:
+        """A crash or hang fails the sample (runnable), not the batch."""
+        checks = _Checks()
+        checks.fail(Constraint.RUNNABLE, f"validation process: {death.message}")
+        for c in Constraint:
+            if c is not Constraint.RUNNABLE:
+                checks.skip(c, f"validation process: {death.kind}")
+        return checks.report(Path(job.sample), time.perf_counter())
+
+    def catalog(self, catalog: Any, record: ValidationReport) -> None:
+        failed = [c.to_dict() for c in record.failed]
+        try:
+            if not catalog.has_sample(record.sample):
+                catalog.add_sample(record.sample)
+            catalog.record_validation(record.sample, record.status.value, failed)
+        except PassnetError as exc:
+            log.warning("catalog: cannot record the validation of %s: %s", record.sample, exc)
 
 
 def validate_samples(
@@ -697,40 +740,47 @@ def validate_samples(
     on_report: Callable[[ValidationReport], None] | None = None,
     isolated: bool = True,
     timeout_s: float = 600.0,
+    records_path: str | Path | None = None,
+    root: str | Path | None = None,
+    resume: bool = True,
+    executor: Any = None,
+    jobs: int = 1,
+    progress: bool = False,
+    catalog: Any = None,
 ) -> list[ValidationReport]:
-    """Validate several samples; ``done`` lists samples (as strings) to skip (resume).
+    """Validate several samples: the :class:`ValidateStage` run by
+    :func:`~passnet.dataset.run_stage`. ``done`` lists samples (as strings) to skip.
 
-    ``on_report`` sees each report as soon as it exists (write it, show progress).
-    With ``isolated`` (the default) each sample is checked in its own child process,
-    so a segfault or a hang in sample code ends as a failed report (with the last line
-    the child wrote to its stderr). A child that cannot be started at all is no finding
-    about a sample: :class:`~passnet.errors.ChildStartError` ends the batch, naming the
-    cause (the reports so far are kept; a re-run resumes).
+    ``on_report`` sees each new report as soon as it exists (show progress). With
+    ``records_path`` the reports are appended there as they finish (rewritten in input
+    order when the run ends), and with ``resume`` a sample recorded there (same name,
+    graph hash and seed) is not validated again. With ``isolated`` (the default) each
+    sample is checked in its own child process on ``executor`` (default: this machine,
+    ``jobs`` at once), so a segfault or a hang in sample code ends as a failed report
+    (with the last line the child wrote to its stderr). A child that cannot be started
+    at all is no finding about a sample: :class:`~passnet.errors.ChildStartError` ends
+    the batch, naming the cause (the reports so far are kept; a re-run resumes).
     """
     skip = set(done)
-    reports = []
-    for path in paths:
-        if str(path) in skip:
-            continue
-        try:
-            report = (
-                _validate_isolated(path, seed, timeout_s)
-                if isolated
-                else validate_sample(path, seed=seed)
-            )
-        except ChildStartError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a validator bug on one sample must not end the batch
-            log.exception("validator failed on %s", path)
-            checks = _Checks()
-            for c in Constraint:
-                checks.skip(c, f"validator error: {type(exc).__name__}: {exc}")
-            report = checks.report(Path(path), time.perf_counter())
-            report.notes.append(f"validator error: {type(exc).__name__}: {exc}")
-        reports.append(report)
-        if on_report is not None:
-            on_report(report)
-    return reports
+    todo = [Path(p) for p in paths if str(p) not in skip]
+    if not todo:
+        return []
+    run = run_stage(
+        ValidateStage(timeout_s=timeout_s, seed=seed),
+        todo,
+        None,
+        records_path=records_path,
+        find=False,
+        root=root,
+        resume=resume,
+        executor=executor,
+        jobs=jobs,
+        isolated=isolated,
+        progress=progress,
+        catalog=catalog,
+        on_record=on_report,
+    )
+    return run.records
 
 
 def read_reports(path: str | Path) -> list[ValidationReport]:

@@ -6,8 +6,8 @@ of the symbolic-dims analysis (the shape environment's sympy machinery). A batch
 decomposes every sample in a child forked from one forkserver pays that once in the
 forkserver instead of once per sample: :func:`warm_up` compiles a small graph through
 the same path as the fusible analysis and makes one fake run. Importing this module calls
-it, which is how the forkserver runs it (``passnet.evaluate.FORKSERVER_PRELOAD`` takes
-module names); nothing of what it computes is kept.
+it, which is how the forkserver runs it (a decomposition names this module in its
+``preload`` to :func:`passnet.isolate.run_isolated`); nothing of what it computes is kept.
 """
 
 from __future__ import annotations

@@ -12,23 +12,7 @@ from passnet.evaluate._evaluate import (
 )
 from passnet.evaluate._gpu_clock import open_clock_monitor
 from passnet.evaluate._host import CoreGuard, spare_cores
-from passnet.evaluate._isolate import (
-    FORKSERVER_PRELOAD,
-    ChildOutcome,
-    even_chunks,
-    no_randomization_for_exec,
-    process_alive,
-    run_isolated,
-    run_isolated_batch,
-    run_isolated_items,
-)
-from passnet.evaluate._memory import (
-    COPIES,
-    available_bytes,
-    check_fits,
-    limit_data_segment,
-    mentions_host_oom,
-)
+from passnet.evaluate._memory import COPIES, available_bytes, check_fits
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._roofline import (
     Ceilings,
@@ -41,7 +25,7 @@ from passnet.evaluate._roofline import (
     roofline,
     tf32_switches,
 )
-from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._settings import FORKSERVER_PRELOAD, EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 from passnet.evaluate._turns import SCOPES, Turns
 
@@ -49,7 +33,6 @@ __all__ = [
     "COPIES",
     "FORKSERVER_PRELOAD",
     "Ceilings",
-    "ChildOutcome",
     "ContentionMonitor",
     "CoreGuard",
     "EvalSettings",
@@ -67,28 +50,20 @@ __all__ = [
     "EvaluationStopped",
     "evaluate_sample",
     "evaluate_samples",
-    "even_chunks",
     "gc_paused",
     "graph_work",
     "tf32_switches",
     "Work",
-    "limit_data_segment",
     "measure_ceilings",
     "measure_interleaved",
     "measure_sides",
-    "mentions_host_oom",
-    "no_randomization_for_exec",
     "open_clock_monitor",
     "open_contention_monitor",
-    "process_alive",
     "pin_to_one_core",
     "prepare_sample",
     "probe_device",
     "remeasure_ceilings",
     "roofline",
-    "run_isolated",
-    "run_isolated_batch",
-    "run_isolated_items",
     "software_versions",
     "spare_cores",
     "timing_cores",

@@ -30,8 +30,7 @@ from passnet.errors import (
 from passnet.evaluate._contention import ContentionMonitor, open_contention_monitor
 from passnet.evaluate._gpu_clock import ClockMonitor, open_clock_monitor
 from passnet.evaluate._host import CoreGuard, core_share
-from passnet.evaluate._isolate import layout_fixed
-from passnet.evaluate._memory import bound_memory, check_fits, out_of_host_memory
+from passnet.evaluate._memory import bound_memory, check_fits
 from passnet.evaluate._prepare import cache_counters
 from passnet.evaluate._roofline import checked_roofline, graph_work
 from passnet.evaluate._settings import EvalSettings
@@ -45,6 +44,7 @@ from passnet.evaluate._timing import (
     profile_kernels,
 )
 from passnet.evaluate._turns import Turns
+from passnet.isolate import layout_fixed, out_of_host_memory
 from passnet.passes.integrity import harness_findings, mutated_inputs
 from passnet.record import BASELINE_T, TurnReport
 from passnet.sample import Comparison, accuracy_message, compare_outputs, flatten_outputs

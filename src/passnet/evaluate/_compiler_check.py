@@ -2,7 +2,7 @@
 
 A compiler named by a code spec (``path/file.py:Class``, ``module:Class``) is imported,
 checked against its configuration and described in a disposable child
-(:func:`~passnet.evaluate.run_isolated`, the evaluation children's machinery), which sends
+(:func:`~passnet.isolate.run_isolated`, with the evaluation children's preload), which sends
 back a :class:`~passnet.compilers.CompilerInfo` or the error, with the file and line
 where the import failed. A registered name is looked up here. Answers are kept per
 (spec, configuration, file version), so the several checks of one run start one child.
@@ -18,7 +18,8 @@ from typing import Any
 
 from passnet.compilers import CompilerInfo, compiler_info, is_code_spec
 from passnet.errors import CompilerConfigError, PassnetError, RegistryError
-from passnet.evaluate._isolate import run_isolated
+from passnet.evaluate._settings import FORKSERVER_PRELOAD
+from passnet.isolate import run_isolated
 
 __all__ = ["check_compiler"]
 
@@ -81,7 +82,9 @@ def _check_in_child(
     name: str, config: dict[str, Any], check_config: bool, timeout_s: float
 ) -> _Answer:
     args = (name, config, check_config)
-    outcome = run_isolated(_check_child, args, timeout_s, capture_stderr=True)
+    outcome = run_isolated(
+        _check_child, args, timeout_s, preload=FORKSERVER_PRELOAD, capture_stderr=True
+    )
     result = outcome.result
     if result is None:
         _, how = outcome.death(timeout_s)

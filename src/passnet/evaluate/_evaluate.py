@@ -15,14 +15,9 @@ import torch
 from passnet.errors import SampleError
 from passnet.evaluate._child import ChildRequest, probe_device_child, run_child, run_children
 from passnet.evaluate._host import HostReference
-from passnet.evaluate._isolate import (
-    ChildOutcome,
-    run_isolated,
-    run_isolated_batch,
-    run_isolated_items,
-)
-from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._settings import FORKSERVER_PRELOAD, EvalSettings
 from passnet.evaluate._turns import Turns
+from passnet.isolate import ChildOutcome, run_isolated, run_isolated_batch, run_isolated_items
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
@@ -75,7 +70,7 @@ def probe_device(device: str, timeout_s: float = 120.0) -> str | None:
     CUDA before forking) would fail every evaluation in its load stage, and those
     records would read as broken samples; the runner asks this once before a run.
     """
-    outcome = run_isolated(probe_device_child, (device,), timeout_s)
+    outcome = run_isolated(probe_device_child, (device,), timeout_s, preload=FORKSERVER_PRELOAD)
     if outcome.result is not None:
         return outcome.result["error"]
     if outcome.timed_out:
@@ -300,6 +295,7 @@ def _run_children(
         child,
         settings.timeout_s,
         on_outcome,
+        preload=FORKSERVER_PRELOAD,
         fixed_layout=settings.fixed_layout,
         on_stage=(lambda item, name: on_stage(item.index, name)) if on_stage else None,
         should_stop=should_stop,

@@ -15,11 +15,10 @@ SIGKILL (or ending something else).
 
 from __future__ import annotations
 
-import resource
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from passnet.errors import TooLarge, exception_chain
+from passnet.errors import TooLarge
+from passnet.isolate import host_available_bytes, limit_data_segment
 
 if TYPE_CHECKING:
     from passnet.sample import Sample
@@ -29,15 +28,10 @@ __all__ = [
     "available_bytes",
     "bound_memory",
     "check_fits",
-    "limit_data_segment",
-    "mentions_host_oom",
-    "out_of_host_memory",
 ]
 
 COPIES = 3
 """How many times an evaluation holds a sample's tensors at once (two draws, call clones)."""
-
-_MEMINFO = Path("/proc/meminfo")
 
 
 def available_bytes(device: str) -> int | None:
@@ -50,13 +44,7 @@ def available_bytes(device: str) -> int | None:
 
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free)
-    try:
-        for line in _MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return host_available_bytes()
 
 
 def check_fits(sample: Sample, device: str, copies: int = COPIES) -> None:
@@ -85,31 +73,6 @@ def bound_memory(device: str) -> int | None:
         return None
     available = available_bytes(device)
     return limit_data_segment(available) if available else None
-
-
-def limit_data_segment(limit: int) -> int:
-    """Set this process's ``RLIMIT_DATA`` soft limit to ``limit`` bytes (never above the
-    hard limit): an allocation beyond it fails in the process. Returns the limit set."""
-    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
-    return soft
-
-
-_OOM_MARKS = ("can't allocate memory", "cannot allocate memory", "not enough memory", "bad_alloc")
-
-
-def mentions_host_oom(text: str) -> bool:
-    """``text`` (an error message, a child's stderr) says a host allocation failed."""
-    lowered = text.lower()
-    return any(mark in lowered for mark in _OOM_MARKS)
-
-
-def out_of_host_memory(exc: BaseException) -> bool:
-    """An allocation in host memory failed somewhere in the exception's chain."""
-    return any(
-        isinstance(e, MemoryError) or mentions_host_oom(str(e)) for e in exception_chain(exc)
-    )
 
 
 def _gib(n: int) -> str:

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from passnet.evaluate._isolate import run_isolated
-from passnet.evaluate._settings import EvalSettings
+from passnet.evaluate._settings import FORKSERVER_PRELOAD, EvalSettings
+from passnet.isolate import run_isolated
 
 __all__ = ["PrepareOutcome", "cache_counters", "prepare_sample"]
 
@@ -113,6 +113,7 @@ def prepare_sample(
             tuple(cores),
         ),
         settings.timeout_s,
+        preload=FORKSERVER_PRELOAD,
         fixed_layout=settings.fixed_layout,
     )
     seconds = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Settings of one evaluation."""
+"""Settings of one evaluation, and what its children's forkserver preloads."""
 
 from __future__ import annotations
 
@@ -6,7 +6,21 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-__all__ = ["EvalSettings"]
+from passnet.isolate import TORCH_PRELOAD
+
+__all__ = ["FORKSERVER_PRELOAD", "EvalSettings"]
+
+FORKSERVER_PRELOAD: list[str] = [
+    *TORCH_PRELOAD,
+    "passnet.evaluate._child",
+    "passnet.compilers",
+    "passnet.sample",
+    "passnet.passes",
+]
+"""Modules the forkserver imports before it forks evaluation children (names a torch
+version lacks are skipped), passed as ``preload`` to :func:`passnet.isolate.run_isolated`
+by every evaluation call, which reads it then: an experiment may change it in place
+before the first evaluation of its process (``benchmarks/bench_startup.py`` does)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ class EvalSettings:
     run of the same command lays them out alike (their forkserver is started with Linux's
     ``ADDR_NO_RANDOMIZE``; where the kernel refuses, layouts stay random and the record's
     ``layout_fixed`` says so). Randomized layouts moved sub-0.1 ms graphs' speedups by
-    several per cent between runs (:mod:`passnet.evaluate._isolate`)."""
+    several per cent between runs (:mod:`passnet.isolate`)."""
     pause_gc: bool = True
     """Collect, then switch off Python's cyclic garbage collector while timing (as ``timeit`` does)."""
     poison_allocator: bool = True

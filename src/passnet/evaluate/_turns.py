@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from passnet.evaluate._isolate import process_alive
+from passnet.isolate import process_alive
 from passnet.record import TurnReport
 
 __all__ = ["SCOPES", "TurnReport", "Turns"]

@@ -30,9 +30,9 @@ from passnet.evaluate import (
     Turns,
     evaluate_sample,
     evaluate_samples,
-    even_chunks,
     prepare_sample,
 )
+from passnet.isolate import even_chunks
 from passnet.record import EvalRecord
 from passnet.runner._plan import WorkItem
 
@@ -42,6 +42,7 @@ __all__ = [
     "Executor",
     "LocalExecutor",
     "OnStage",
+    "SampleTask",
     "groups",
     "local_devices",
     "slot_cores",
@@ -96,8 +97,20 @@ OnStage = Callable[[EvalJob, str], None]
 evaluation child's stages (``load``, ``compile``, ``measure``, ...)."""
 
 
+@dataclass(frozen=True)
+class SampleTask:
+    """One sample's job of a dataset stage: ``fn(*args)`` in a worker. ``fn`` is a plain
+    module-level function and ``args`` plain data (both picklable: a cluster ships them);
+    its result comes back as it is. ``cpus``: the cores the job owns."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    cpus: int = 1
+
+
 class Executor(abc.ABC):
-    """Runs evaluation jobs; records come back in the order they finish."""
+    """Runs evaluation jobs (records come back in the order they finish), and the
+    samples of dataset stages (:meth:`run_samples`)."""
 
     @abc.abstractmethod
     def run(self, jobs: Sequence[EvalJob], on_stage: OnStage | None = None) -> Iterator[EvalRecord]:
@@ -105,6 +118,17 @@ class Executor(abc.ABC):
         early (an error, Ctrl-C in the consumer) cancels the jobs not yet started.
         ``on_stage`` (progress, optional: an executor may call it for some stages only or
         not at all) may be called from other threads."""
+
+    def sample_cpus(self) -> int | None:
+        """The cores one dataset sample's job owns, its child's torch threads (None: the
+        child's default, every core)."""
+        return None
+
+    def run_samples(self, tasks: Sequence[SampleTask]) -> Iterator[tuple[int, Any]]:
+        """Run every task and yield ``(index, result)`` as each finishes. A task whose
+        worker dies (a node lost, a process killed) runs again on another; closing the
+        iterator early cancels the tasks not yet started."""
+        raise NotImplementedError(f"{type(self).__name__} runs no dataset stage")
 
     def close(self) -> None:  # noqa: B027 - optional: an executor may hold nothing
         """Release what the executor holds (workers, connections); it may not run again."""
@@ -343,6 +367,26 @@ class LocalExecutor(Executor):
                 stop.set()  # a group in its child stops within a second
                 for future in futures:
                     future.cancel()
+
+    def sample_cpus(self) -> int | None:
+        """With several slots, each job's share of the cores (so that jobs at once share
+        them); with one, None (every core)."""
+        slots = len(self.pool.slots)
+        return max(1, (os.cpu_count() or 1) // slots) if slots > 1 else None
+
+    def run_samples(self, tasks: Sequence[SampleTask]) -> Iterator[tuple[int, Any]]:
+        """The tasks on this machine, as many at once as the pool has slots (each task
+        isolates its own work in a child process)."""
+        tasks = list(tasks)
+        if not tasks:
+            return
+        pool = cf.ThreadPoolExecutor(max_workers=min(len(self.pool.slots), len(tasks)))
+        try:
+            futures = {pool.submit(t.fn, *t.args): i for i, t in enumerate(tasks)}
+            for future in cf.as_completed(futures):
+                yield futures[future], future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _end_turns(self) -> None:
         if self._turns is not None:

@@ -47,9 +47,10 @@ from passnet.errors import (
     SampleError,
     exception_chain,
 )
-from passnet.evaluate import evaluate_sample, process_alive, software_versions
+from passnet.evaluate import evaluate_sample, software_versions
+from passnet.isolate import process_alive
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
-from passnet.runner._executor import EvalJob, Evaluate, Executor, OnStage
+from passnet.runner._executor import EvalJob, Evaluate, Executor, OnStage, SampleTask
 from passnet.sample import load_sample, sample_digest
 from passnet.status import Status
 
@@ -193,6 +194,53 @@ class RayExecutor(Executor):
             run.stop()
             run.sweep_dead_copies()
 
+    def sample_cpus(self) -> int | None:
+        """The cores (Ray's ``num_cpus``) of one dataset sample's task: ``cpus_per_job``,
+        default 1 (a sample's work is a small graph's; more cores help little)."""
+        return self.cpus_per_job or 1
+
+    def run_samples(self, tasks: Sequence[SampleTask]) -> Iterator[tuple[int, Any]]:
+        """Each task a Ray task with its ``num_cpus``; at most ``max_workers`` at once. A
+        task whose worker dies (killed, its node lost) runs again on another worker, at
+        most ``max_retries`` more times; then the run stops with a
+        :class:`~passnet.errors.PassnetError` naming the sample (what finished is kept).
+        The workers read the samples and write the outputs at the driver's paths: on a
+        cluster of several nodes, those folders must be on a shared filesystem."""
+        ray = self._ray
+        tasks = list(tasks)
+        remote = ray.remote(_call)
+        pending = collections.deque(range(len(tasks)))
+        running: dict[Any, int] = {}
+        most = self.max_workers or len(tasks)
+        died = _death_errors(ray)
+        try:
+            while pending or running:
+                while pending and len(running) < most:
+                    i = pending.popleft()
+                    task = tasks[i]
+                    ref = remote.options(
+                        num_cpus=task.cpus, max_retries=self.max_retries, retry_exceptions=False
+                    ).remote(task.fn, task.args)
+                    running[ref] = i
+                done, _ = ray.wait(list(running), num_returns=1)
+                for ref in done:
+                    i = running.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except died as exc:
+                        what = getattr(tasks[i].args[-1], "sample", f"task {i}")
+                        raise PassnetError(
+                            f"the Ray workers running {what} died {self.max_retries + 1} "
+                            f"times: {_first_line(exc)}"
+                        ) from exc
+                    yield i, result
+        finally:
+            for ref in running:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - already finished or gone
+                    pass
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
@@ -274,6 +322,11 @@ class RayExecutor(Executor):
                 + " (every node needs the same passnet and torch, and the paths a job names "
                 "besides its sample on a shared filesystem, at the same path)"
             )
+
+
+def _call(fn: Any, args: tuple[Any, ...]) -> Any:
+    """A sample task in a Ray worker: ``fn(*args)``."""
+    return fn(*args)
 
 
 def _device_kind(jobs: list[EvalJob]) -> str:

@@ -1,9 +1,9 @@
 """Run a function in a disposable child process with a timeout.
 
-Children are forked from a *forkserver* that has already imported torch, Dynamo
-and passnet, so a child starts in milliseconds and its first ``torch.compile``
-imports less, while each evaluation still gets a
-fresh process: a segfault, an abort, a CUDA error, an OOM kill or a hang ends
+Children are forked from a *forkserver* that has already imported what its callers
+name (``preload``: torch, Dynamo, their own child code), so a child starts in
+milliseconds and its first ``torch.compile`` imports less, while each piece of work
+(an evaluation, a sample of a dataset stage) still gets a fresh process: a segfault, an abort, a CUDA error, an OOM kill or a hang ends
 the child, never the harness. The forkserver itself never touches CUDA, so the
 children may initialize it.
 
@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from passnet.errors import ChildStartError
-from passnet.evaluate._memory import mentions_host_oom
+from passnet.isolate._memory import mentions_host_oom
 
 __all__ = [
-    "FORKSERVER_PRELOAD",
+    "TORCH_PRELOAD",
     "ChildOutcome",
     "even_chunks",
     "process_alive",
@@ -57,7 +57,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORKSERVER_PRELOAD = [
+TORCH_PRELOAD: tuple[str, ...] = (
     "torch",
     # Modules that the first torch.compile of every child would otherwise import
     # (Dynamo, AOTAutograd, the compile-worker code: about 2 s on the 2-core development
@@ -69,21 +69,21 @@ FORKSERVER_PRELOAD = [
     "torch._functorch.aot_autograd",
     "torch._inductor.async_compile",
     "triton.language",
-    "passnet.evaluate._child",
-    "passnet.compilers",
-    "passnet.sample",
-    "passnet.passes",
-]
-"""Modules the forkserver imports before it forks the first child (names a torch version
-lacks are skipped). Read when the forkserver context is first made: an experiment may
-change the list in place before the first :func:`run_isolated` of its process
-(``benchmarks/bench_startup.py`` does)."""
+)
+"""The torch modules that a caller whose children compile names in its ``preload``,
+before its own child code (:data:`passnet.evaluate.FORKSERVER_PRELOAD`, a dataset
+stage's ``preload``)."""
 _START_BUDGET_S = 300.0
 """How long a child may take to report its start (forkserver start included)."""
 _ctx_lock = threading.Lock()
 _ctx: Any = None
 _server_layout: bool | None = None
 """Whether the running forkserver was started with ``fixed_layout`` (None: not started)."""
+_server_preload: tuple[str, ...] = ()
+"""The modules the running forkserver imported before forking (its preload)."""
+_wanted_preload: list[str] = []
+"""Every module a call of this process asked the forkserver to preload, in first-asked
+order: a server started (or restarted) later preloads all of them."""
 _live_children = 0
 
 _ADDR_NO_RANDOMIZE = 0x0040000
@@ -115,42 +115,50 @@ def no_randomization_for_exec() -> Iterator[bool]:
         libc.personality(old)
 
 
-def _acquire(fixed_layout: bool | None) -> Any:
+def _acquire(fixed_layout: bool | None, preload: Sequence[str] = ()) -> Any:
     """The forkserver context for one more child, its server started with the layout asked
-    for (None: any), the child counted as live (:func:`run_isolated` uncounts it).
+    for (None: any) and having imported ``preload``, the child counted as live
+    (:func:`run_isolated` uncounts it).
 
-    A running server with the other layout is restarted while no child runs; otherwise
-    the child runs with the server's layout (the record says which) and a warning says so.
+    A running server with the other layout, or without a module of ``preload``, is
+    restarted while no child runs; otherwise the child runs with the server's layout (the
+    record says which; a warning says so) and imports what the server lacks itself.
     """
     global _live_children
     with _ctx_lock:
         _live_children += 1
         try:
-            return _context(fixed_layout)
+            return _context(fixed_layout, preload)
         except BaseException:
             _live_children -= 1
             raise
 
 
-def _context(fixed_layout: bool | None) -> Any:
+def _context(fixed_layout: bool | None, preload: Sequence[str]) -> Any:
     """:func:`_acquire`'s work, under ``_ctx_lock``."""
-    global _ctx, _server_layout
+    global _ctx, _server_layout, _server_preload
     if _ctx is None:
         _ctx = multiprocessing.get_context("forkserver")
-        _ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    _wanted_preload.extend(m for m in preload if m not in _wanted_preload)
     want = fixed_layout if fixed_layout is not None else (_server_layout is not False)
-    if _server_layout is not None and _server_layout != want:
+    lacking = [m for m in preload if m not in _server_preload]
+    if _server_layout is not None and (_server_layout != want or lacking):
         server = multiprocessing.forkserver._forkserver
         stop = getattr(server, "_stop", None)
         if _live_children > 1 or stop is None:  # a restart would end the running children
-            log.warning(
-                "the forkserver runs with fixed_layout=%s; this child gets that too",
-                _server_layout,
-            )
+            if _server_layout != want:
+                log.warning(
+                    "the forkserver runs with fixed_layout=%s; this child gets that too",
+                    _server_layout,
+                )
+            else:
+                log.debug("the forkserver lacks %s: the child imports them itself", lacking)
             return _ctx
         stop()
         _server_layout = None
     if _server_layout is None:
+        _server_preload = tuple(_wanted_preload)
+        _ctx.set_forkserver_preload(list(_server_preload))
         if want:
             with no_randomization_for_exec():
                 multiprocessing.forkserver.ensure_running()
@@ -196,7 +204,7 @@ class ChildOutcome:
         """How a child that gave no final result ended: a kind and a message.
 
         The kind is ``timeout``, ``out_of_memory`` (its stderr tells of the host's memory
-        running out: :func:`~passnet.evaluate.mentions_host_oom`) or ``crashed``; the
+        running out: :func:`~passnet.isolate.mentions_host_oom`) or ``crashed``; the
         message names the time limit (``timeout_s``), or how the child died and the last
         line of its stderr. ``stage``: the message names the last stage too."""
         where = f"in stage {self.last_stage}" if stage else ""
@@ -269,6 +277,7 @@ def run_isolated(
     args: tuple[Any, ...],
     timeout_s: float,
     *,
+    preload: Sequence[str] = (),
     fixed_layout: bool | None = None,
     on_stage: Callable[[str], None] | None = None,
     capture_stderr: bool = False,
@@ -279,7 +288,10 @@ def run_isolated(
     time before its final one (:attr:`ChildOutcome.from_provisional`). ``fixed_layout``:
     the child's address-space layout is the same in every run (True), randomized (False),
     or whatever the running forkserver gives (None; fixed when it is first started).
-    ``on_stage(name)`` is called as each stage message arrives (progress for a person).
+    ``preload``: modules the forkserver imports before forking, so that each child has
+    them (the caller's child code and what it imports; :data:`TORCH_PRELOAD`); importing
+    one may do start-up work for every child (a warm-up). A name that fails with
+    ``ImportError`` is skipped. ``on_stage(name)`` is called as each stage message arrives (progress for a person).
     ``capture_stderr``: the child's stderr goes to a file instead of the harness's, and
     its end comes back as :attr:`ChildOutcome.stderr_tail`.
 
@@ -290,6 +302,7 @@ def run_isolated(
         args,
         1,
         timeout_s,
+        preload=preload,
         fixed_layout=fixed_layout,
         on_stage=on_stage,
         capture_stderr=capture_stderr,
@@ -303,6 +316,7 @@ def run_isolated_items(
     items: int,
     timeout_s: float,
     *,
+    preload: Sequence[str] = (),
     fixed_layout: bool | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_outcome: Callable[[ChildOutcome], None] | None = None,
@@ -321,12 +335,13 @@ def run_isolated_items(
     out of time during an item, that item's outcome says how (as :func:`run_isolated`'s
     would) and is the last: the items after it were not run, and the caller decides
     where they run next. ``should_stop()``, asked about once a second, ends the child
-    early when it answers True: the item in progress gets no outcome.
+    early when it answers True: the item in progress gets no outcome. ``preload``: as
+    :func:`run_isolated`'s.
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items!r}")
     global _live_children
-    ctx = _acquire(fixed_layout)
+    ctx = _acquire(fixed_layout, preload)
     try:
         return _run(
             ctx, target, args, timeout_s, on_stage, capture_stderr, items, on_outcome, should_stop
@@ -345,6 +360,7 @@ def run_isolated_batch(
     timeout_s: float,
     on_outcome: Callable[[T, ChildOutcome, int, float], bool],
     *,
+    preload: Sequence[str] = (),
     fixed_layout: bool | None = None,
     on_stage: Callable[[T, str], None] | None = None,
     capture_stderr: bool = False,
@@ -362,7 +378,8 @@ def run_isolated_batch(
     ended before it began, say). ``on_stage(item, name)`` hears the stages.
     ``should_stop()``, asked before each child and by the running one, ends the work
     early: the item in progress and those after it get no outcome. ``run_items`` stands
-    in for :func:`run_isolated_items` (default: that)."""
+    in for :func:`run_isolated_items` (default: that). ``preload``: as
+    :func:`run_isolated`'s."""
     left = list(items)
     while left and not (should_stop is not None and should_stop()):
         left = _batch_child(
@@ -372,6 +389,7 @@ def run_isolated_batch(
             on_outcome,
             on_stage,
             run_items or run_isolated_items,
+            preload=preload,
             fixed_layout=fixed_layout,
             capture_stderr=capture_stderr,
             should_stop=should_stop,
@@ -461,7 +479,7 @@ def _start_failure(target: Any) -> str:
     imports the forkserver's preloads, then, with this process's ``sys.path`` (what a
     child gets), the target's module. The failing import's exception and file say why."""
     server = getattr(multiprocessing.forkserver, "_forkserver", None)
-    preload = list(getattr(server, "_preload_modules", None) or FORKSERVER_PRELOAD)
+    preload = list(getattr(server, "_preload_modules", None) or _server_preload)
     script = (
         "import importlib, json, sys\n"
         "for name in json.loads(sys.argv[1]):\n"

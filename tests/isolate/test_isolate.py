@@ -1,8 +1,10 @@
-"""The forkserver that evaluation children fork from: it has already imported the heavy
-modules, and it lays its children out alike in every run (``fixed_layout``)."""
+"""The forkserver that isolated children fork from: it has already imported the heavy
+modules its callers name, and it lays its children out alike in every run
+(``fixed_layout``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from passnet.evaluate import no_randomization_for_exec, run_isolated, run_isolated_items
+from passnet.isolate import no_randomization_for_exec, run_isolated, run_isolated_items
 
 
 def _modules_at_start(send: Any) -> None:
@@ -21,15 +23,51 @@ def _modules_at_start(send: Any) -> None:
     send(("result", {name: name in sys.modules for name in names}))
 
 
-def test_children_start_with_dynamo_and_passnet_imported() -> None:
+def test_evaluation_children_start_with_dynamo_and_passnet_imported() -> None:
     # Every child's first torch.compile would otherwise import them again (~2 s on the
     # development CPU; benchmarks/bench_startup.py).
-    outcome = run_isolated(_modules_at_start, (), timeout_s=120)
+    from passnet.evaluate import FORKSERVER_PRELOAD
+
+    outcome = run_isolated(_modules_at_start, (), timeout_s=120, preload=FORKSERVER_PRELOAD)
     assert outcome.result == {
         "torch._dynamo": True,
         "torch._functorch.aot_autograd": True,
         "passnet.passes": True,
     }
+
+
+def _imported(names: list[str], send: Any) -> None:
+    send(("result", {name: name in sys.modules for name in names}))
+
+
+def test_a_caller_names_its_preload_and_a_later_caller_adds_to_it(tmp_path: Path) -> None:
+    """Each caller passes the modules its children need: a server started without one is
+    restarted (no child running) with it, and keeps what earlier callers asked for."""
+    for name in ("passnet_preload_a", "passnet_preload_b"):
+        (tmp_path / f"{name}.py").write_text("")
+    script = (
+        "import sys, json\n"
+        "from passnet.isolate import run_isolated\n"
+        "from tests.isolate.test_isolate import _imported\n"
+        "names = ['passnet_preload_a', 'passnet_preload_b']\n"
+        "first = run_isolated(_imported, (names,), 120, preload=['passnet_preload_a'])\n"
+        "second = run_isolated(_imported, (names,), 120, preload=['passnet_preload_b'])\n"
+        "print(json.dumps([first.result, second.result]))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root), str(tmp_path)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = json.loads(done.stdout.strip().splitlines()[-1])
+    # a child of the first server has what its caller asked for, not the other's module
+    assert first == {"passnet_preload_a": True, "passnet_preload_b": False}
+    # the restarted server preloads both (the child imports neither itself)
+    assert second == {"passnet_preload_a": True, "passnet_preload_b": True}
 
 
 def _report_pid_then_hang(pid_file: str, send: Any) -> None:
@@ -48,8 +86,8 @@ def _gone(pid: int) -> bool:
 
 _HARNESS = """
 import sys
-from passnet.evaluate._isolate import run_isolated
-from tests.evaluate.test_isolate import _report_pid_then_hang
+from passnet.isolate import run_isolated
+from tests.isolate.test_isolate import _report_pid_then_hang
 run_isolated(_report_pid_then_hang, (sys.argv[1],), timeout_s=3600)
 """
 
@@ -109,7 +147,7 @@ def test_a_provisional_result_stands_when_the_child_ends_before_its_final_one(
 def _layout(send: Any) -> None:
     import torch
 
-    from passnet.evaluate._isolate import layout_fixed
+    from passnet.isolate import layout_fixed
 
     # torch was imported by the forkserver: its address is where that server put it
     send(("result", {"fixed": layout_fixed(), "torch_at": id(torch)}))
@@ -132,7 +170,7 @@ def test_fixed_layout_children_are_laid_out_alike_across_forkserver_starts() -> 
     # earlier tests started (in another environment, which moves the layout) is replaced,
     # so both fixed layouts below come from servers started here, as two runs' would.
     for fixed in (False, True, False, True):
-        outcome = run_isolated(_layout, (), timeout_s=120, fixed_layout=fixed)
+        outcome = run_isolated(_layout, (), timeout_s=120, fixed_layout=fixed, preload=["torch"])
         assert outcome.result is not None, outcome
         assert outcome.result["fixed"] is fixed
         seen.append(outcome.result["torch_at"])
@@ -219,7 +257,7 @@ def test_a_killed_process_not_yet_reaped_counts_as_dead() -> None:
     import subprocess
     import time
 
-    from passnet.evaluate import process_alive
+    from passnet.isolate import process_alive
 
     child = subprocess.Popen(["sleep", "30"])
     try:
