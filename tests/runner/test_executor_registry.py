@@ -100,5 +100,5 @@ def test_an_executors_rules_are_asked_before_anything_runs(
 ) -> None:
     out = tmp_path / "run"
     assert main(["eval", str(MLP), "--compiler", "eager", "--out", str(out), *options]) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    assert message in " ".join(capsys.readouterr().err.split())
     assert not out.exists() and not counting.made
