@@ -37,7 +37,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
+"""Version of the feature records: a change of what :func:`scan_sample` reads changes it, and
+a cache's records of another version are read again."""
 HERE = Path(__file__).resolve().parent
 
 
@@ -107,6 +109,8 @@ _COMPARE = {
 }
 _UNARY = {ast.USub: "neg", ast.Invert: "invert", ast.Not: "not_", ast.UAdd: "pos"}
 _NAMESPACES = ("torch", "operator", "math", "builtins")
+_LITERAL_NAMES = frozenset({"inf", "nan"})
+"""Names a GraphNet ``model.py`` imports as float constants (``from torch import inf``)."""
 _NOT_OPS = frozenset({"slice", "device", "_set_grad_enabled"})
 """Calls in a GraphNet ``model.py`` that build arguments or set modes, not operators."""
 
@@ -143,7 +147,10 @@ def _ops(expr: ast.expr | None, out: list[str]) -> None:
         _ops(expr.right, out)
         out.append(_BINARY.get(type(expr.op), "binop"))
     elif isinstance(expr, ast.UnaryOp):
-        if not isinstance(expr.operand, ast.Constant):  # -1 is a literal, not a negation
+        literal = isinstance(expr.operand, ast.Constant) or (
+            isinstance(expr.operand, ast.Name) and expr.operand.id in _LITERAL_NAMES
+        )
+        if not literal:  # -1 and -inf are literals, not negations
             _ops(expr.operand, out)
             out.append(_UNARY.get(type(expr.op), "unary"))
     elif isinstance(expr, ast.Compare):
@@ -179,8 +186,19 @@ def model_ops(source: str) -> tuple[str, ...]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "forward":
             for st in node.body:
-                if isinstance(st, ast.Assign | ast.AnnAssign | ast.Expr | ast.Return):
+                if isinstance(st, ast.AugAssign):  # out += x: operator.iadd, read as add
                     _ops(st.value, out)
+                    out.append(_BINARY.get(type(st.op), "binop"))
+                elif isinstance(st, ast.Assign | ast.AnnAssign | ast.Expr | ast.Return):
+                    _ops(st.value, out)
+                    targets = (
+                        st.targets if isinstance(st, ast.Assign) else [getattr(st, "target", None)]
+                    )
+                    for t in targets:
+                        if isinstance(t, ast.Subscript):  # x[i] = v: operator.setitem
+                            _ops(t.value, out)
+                            _ops(t.slice, out)
+                            out.append("setitem")
             break
     return tuple(out)
 
@@ -247,7 +265,10 @@ def scan_corpus(root: Path, cache: Path | None = None) -> list[SampleFeatures]:
         for n, line in enumerate(cache.read_text().splitlines(), 1):
             if line.strip():
                 try:
-                    f = SampleFeatures.from_json(json.loads(line))
+                    d = json.loads(line)
+                    if d.get("schema_version") != SCHEMA_VERSION:
+                        continue  # written by another version of the reader: read again
+                    f = SampleFeatures.from_json(d)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise SystemExit(f"{cache}:{n}: not a feature record: {exc}") from exc
                 known[f.sample] = f
@@ -444,28 +465,36 @@ def sweep_statuses(results: Path, reruns: list[Path]) -> dict[str, str]:
 
 def calibrate(manifests: list[Path], features: list[SampleFeatures], window: int) -> dict[str, Any]:
     """Distinct operator sequences per kind that decompose records hold, against the distinct
-    windows of the same samples: the ratios an estimate of a larger set scales by."""
+    windows of the same samples: the ratios an estimate of a larger set scales by, and the
+    running totals in record order (how both grow together)."""
     from passnet.dataset import read_decompose_manifest
 
     by_path = {f.sample: f for f in features}
     seqs: dict[str, set[tuple[str, ...]]] = {}
     held: set[tuple[str, ...]] = set()
-    samples = []
+    running = []
     for manifest in manifests:
         for r in read_decompose_manifest(manifest):
-            rel = Path(r.sample).relative_to(r.root).as_posix() if r.root else r.name
+            rel = r.name or Path(r.sample).relative_to(r.root).as_posix()
             if rel not in by_path or r.status != "ok":
                 continue
-            samples.append(rel)
             held |= windows(by_path[rel].ops, window)
             for sub in r.subgraphs:
                 if sub.status in ("written", "duplicate"):
                     seqs.setdefault(sub.kind, set()).add(tuple(sub.ops))
+            running.append(
+                {
+                    "sample": rel,
+                    "windows": len(held),
+                    **{k: len(v) for k, v in sorted(seqs.items())},
+                }
+            )
     return {
-        "samples": sorted(samples),
+        "samples": len(running),
         "windows": len(held),
         "sequences": {k: len(v) for k, v in sorted(seqs.items())},
         "per_window": {k: round(len(v) / len(held), 4) for k, v in sorted(seqs.items()) if held},
+        "running": running,
     }
 
 
@@ -550,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         summary["calibration"] = cal
         print(
-            f"calibration on {len(cal['samples'])} decomposed samples: {cal['windows']} windows, "
+            f"calibration on {cal['samples']} decomposed samples: {cal['windows']} windows, "
             f"distinct sequences {cal['sequences']}; projected for the set: {cal['projected']}"
         )
     if args.json is not None:

@@ -39,6 +39,9 @@ class GraphModule(torch.nn.Module):
         s = z[(slice(None, None, None), slice(0, 1, None))]
         v = s.view(1, -1)
         mean = torch.mean(v, dim = -1)
+        mean += v
+        m = mean.masked_fill(v, -inf)
+        v[(Ellipsis, 0)] = mean
         return (mean,)
 """
 
@@ -72,6 +75,9 @@ def test_model_ops_reads_the_forward_in_evaluation_order(ss):
         "getitem",  # slice(...) builds the index; -1 is a literal, not a negation
         "view",
         "mean",
+        "add",  # mean += v
+        "masked_fill",  # -inf is a literal
+        "setitem",  # v[...] = mean
     )
 
 
@@ -103,6 +109,13 @@ def test_scan_corpus_reads_every_sample_and_resumes_from_its_cache(ss, tmp_path)
     (root / "timm/a/model.py").write_text("broken now")  # a cached sample is not read again
     assert ss.scan_corpus(root, cache) == first
     assert len(cache.read_text().splitlines()) == 3
+    # a record of another version of the reader is read again, not trusted
+    lines = cache.read_text().splitlines()
+    assert '"sample": "timm/a"' in lines[2]
+    lines[2] = lines[2].replace('"schema_version": 3', '"schema_version": 1')
+    cache.write_text("".join(line + "\n" for line in lines))
+    again = ss.scan_corpus(root, cache)
+    assert again[0] == first[0] and again[2].error.startswith("SyntaxError")
 
 
 def _features(ss, n: int, seed: int) -> tuple[list, dict[str, str]]:
@@ -212,3 +225,38 @@ def test_rule_rejects_bad_parameters(ss):
         ss.Rule(coverage=0.0)
     with pytest.raises(ValueError, match="window"):
         ss.Rule(window=0)
+
+
+def test_calibrate_counts_distinct_sequences_per_window(ss, tmp_path):
+    import json
+
+    from passnet.dataset import DecomposeResult, SubgraphRecord, SubgraphStatus
+
+    feats = [
+        ss.SampleFeatures("f/a", "h1", 1, ("a", "b", "c", "d")),  # windows of 2: ab bc cd
+        ss.SampleFeatures("f/b", "h2", 1, ("a", "b", "x")),  # adds bx
+    ]
+
+    def record(name, subs):
+        return DecomposeResult(
+            sample=f"/c/{name}",
+            name=name,
+            root="/c",
+            subgraphs=[
+                SubgraphRecord(kind, 0, len(ops), list(ops), SubgraphStatus(status))
+                for kind, ops, status in subs
+            ],
+        )
+
+    records = [
+        record("f/a", [("fusible", "ab", "written"), ("classical", "abcd", "duplicate")]),
+        record("f/b", [("fusible", "ab", "written"), ("fusible", "bx", "failed")]),
+        DecomposeResult(sample="/c/f/gone", name="f/gone", root="/c", status="crashed"),
+    ]
+    manifest = tmp_path / "decompose.jsonl"
+    manifest.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    cal = ss.calibrate([manifest], feats, 2)
+    assert cal["windows"] == 4 and cal["samples"] == 2
+    assert cal["sequences"] == {"classical": 1, "fusible": 1}  # the failed one is no sequence
+    assert cal["per_window"] == {"classical": 0.25, "fusible": 0.25}
+    assert [r["windows"] for r in cal["running"]] == [3, 4]
