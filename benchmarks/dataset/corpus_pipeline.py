@@ -9,8 +9,10 @@ resume from their records, so a stopped run continues; ``--stages`` picks some.
     PYTHONPATH=src python3 benchmarks/dataset/corpus_pipeline.py SAMPLES.txt --out /tmp/pipeline \\
         --json benchmarks/dataset/results/corpus_pipeline_24.json
 
-``SAMPLES.txt`` lists sample folders (``benchmarks/dataset/samples_24.txt``: the 24-sample
-set of issue 28). ``--root`` is the corpus folder the output names are relative to.
+``SAMPLES.txt`` lists sample folders, absolute or relative to ``--root``
+(``benchmarks/dataset/samples_24.txt``: the 24-sample set of issue 28;
+``benchmarks/dataset/source_set.txt``: the benchmark's source set). ``--root`` is the corpus
+folder the output names are relative to.
 ``--sample N --seed S`` draws N samples of the corpus under ``--root`` at random instead.
 """
 
@@ -160,7 +162,12 @@ def main() -> None:
     if args.sample:
         listing.write_text("\n".join(_draw(Path(args.root), args.sample, args.seed)) + "\n")
     elif args.samples:
-        listing.write_text(Path(args.samples).read_text())
+        # A relative line names a folder under --root (benchmarks/dataset/source_set.txt);
+        # the copy lists absolute paths, since a list file's relative lines would be read
+        # relative to the copy's folder.
+        lines = [ln.strip() for ln in Path(args.samples).read_text().splitlines()]
+        kept = [ln for ln in lines if ln and not ln.startswith("#")]
+        listing.write_text("".join(f"{Path(args.root) / ln}\n" for ln in kept))
     else:
         parser.error("give SAMPLES or --sample N")
     commands = {
