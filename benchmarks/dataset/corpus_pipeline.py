@@ -145,6 +145,15 @@ def _draw(root: Path, n: int, seed: int) -> list[str]:
     return sorted(random.Random(seed).sample(everything, min(n, len(everything))))
 
 
+def under_root(listing: str, root: Path) -> str:
+    """A list of sample folders with each relative line taken under ``root``
+    (``benchmarks/dataset/source_set.txt``), absolute lines kept, blank and ``#`` lines
+    dropped: the run's copy of the list lives in another folder, and a list file's
+    relative lines are read relative to the list's own folder."""
+    lines = [ln.strip() for ln in listing.splitlines()]
+    return "".join(f"{root / ln}\n" for ln in lines if ln and not ln.startswith("#"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("samples", nargs="?", help="list file of sample folders")
@@ -162,12 +171,7 @@ def main() -> None:
     if args.sample:
         listing.write_text("\n".join(_draw(Path(args.root), args.sample, args.seed)) + "\n")
     elif args.samples:
-        # A relative line names a folder under --root (benchmarks/dataset/source_set.txt);
-        # the copy lists absolute paths, since a list file's relative lines would be read
-        # relative to the copy's folder.
-        lines = [ln.strip() for ln in Path(args.samples).read_text().splitlines()]
-        kept = [ln for ln in lines if ln and not ln.startswith("#")]
-        listing.write_text("".join(f"{Path(args.root) / ln}\n" for ln in kept))
+        listing.write_text(under_root(Path(args.samples).read_text(), Path(args.root)))
     else:
         parser.error("give SAMPLES or --sample N")
     commands = {
