@@ -52,15 +52,11 @@ class SampleFeatures:
     graph_hash: str
     """``graph_hash.txt`` ("" when the sample has none)."""
     tensor_bytes: int
-    """Bytes of every input and weight its metadata declares (0 when it does not load)."""
+    """Bytes of every input and weight its metadata declares (0 when it cannot be read)."""
     ops: tuple[str, ...]
-    """Canonical operator names of the traced graph's call nodes, in graph order."""
+    """Operator names of its ``model.py`` forward, in evaluation order (:func:`model_ops`)."""
     error: str = ""
-    """Why the sample could not be loaded or traced ("" when it was)."""
-
-    @property
-    def family(self) -> str:
-        return self.sample.split("/", 1)[0]
+    """Why its files could not be read ("" when they were)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, **asdict(self), "ops": list(self.ops)}
@@ -323,11 +319,15 @@ def windows(ops: tuple[str, ...], n: int) -> frozenset[tuple[str, ...]]:
 
 
 def tie_rank(seed: int, sample: str) -> str:
+    """The order among samples of equal gain: a seeded hash, not the path, so that no family
+    or name wins ties by its spelling."""
     return hashlib.sha256(f"{seed}:{sample}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Pick:
+    """One chosen sample, in the order the rule took it."""
+
     sample: str
     gain: int
     """Windows it added that no sample chosen before held."""
@@ -337,6 +337,8 @@ class Pick:
 
 @dataclass
 class Selection:
+    """The outcome of :func:`select_sources`: the picks in order, and why the others are out."""
+
     rule: Rule
     picks: list[Pick]
     excluded: dict[str, str]
