@@ -9,8 +9,10 @@ resume from their records, so a stopped run continues; ``--stages`` picks some.
     PYTHONPATH=src python3 benchmarks/dataset/corpus_pipeline.py SAMPLES.txt --out /tmp/pipeline \\
         --json benchmarks/dataset/results/corpus_pipeline_24.json
 
-``SAMPLES.txt`` lists sample folders (``benchmarks/dataset/samples_24.txt``: the 24-sample
-set of issue 28). ``--root`` is the corpus folder the output names are relative to.
+``SAMPLES.txt`` lists sample folders, absolute or relative to ``--root``
+(``benchmarks/dataset/samples_24.txt``: the 24-sample set of issue 28;
+``benchmarks/dataset/source_set.txt``: the benchmark's source set). ``--root`` is the corpus
+folder the output names are relative to.
 ``--sample N --seed S`` draws N samples of the corpus under ``--root`` at random instead.
 """
 
@@ -143,6 +145,15 @@ def _draw(root: Path, n: int, seed: int) -> list[str]:
     return sorted(random.Random(seed).sample(everything, min(n, len(everything))))
 
 
+def under_root(listing: str, root: Path) -> str:
+    """A list of sample folders with each relative line taken under ``root``
+    (``benchmarks/dataset/source_set.txt``), absolute lines kept, blank and ``#`` lines
+    dropped: the run's copy of the list lives in another folder, and a list file's
+    relative lines are read relative to the list's own folder."""
+    lines = [ln.strip() for ln in listing.splitlines()]
+    return "".join(f"{root / ln}\n" for ln in lines if ln and not ln.startswith("#"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("samples", nargs="?", help="list file of sample folders")
@@ -160,7 +171,7 @@ def main() -> None:
     if args.sample:
         listing.write_text("\n".join(_draw(Path(args.root), args.sample, args.seed)) + "\n")
     elif args.samples:
-        listing.write_text(Path(args.samples).read_text())
+        listing.write_text(under_root(Path(args.samples).read_text(), Path(args.root)))
     else:
         parser.error("give SAMPLES or --sample N")
     commands = {
