@@ -45,6 +45,8 @@ def run_one(stage: str, paths: list[Path], root: Path, out: Path, jobs: int, arg
     """One run of ``stage`` with ``jobs`` jobs for ``args.window_s`` seconds: its figures."""
     cmd = [sys.executable, "-m", "passnet.cli", stage, *map(str, paths), "--out", str(out)]
     cmd += ["--root", str(root), "--jobs", str(jobs), *args.extra]
+    if stage == "generalize":  # copies share one graph hash: generalize every one of them
+        cmd.append("--keep-duplicates")
     start = time.monotonic()
     with open(out.with_suffix(".log"), "w") as log:
         try:
