@@ -36,6 +36,10 @@ class Compiler:
     time the cached program (Inductor's ``warm``) compiles once, from the caches."""
     config_keys: ClassVar[frozenset[str] | None] = None
     """The config keys this compiler takes; None: not declared, the compiler checks its own."""
+    frameworks: ClassVar[frozenset[str]] = frozenset({"torch"})
+    """The frameworks of the samples it compiles (``"torch"``, ``"paddle"``): a run of it on
+    a sample of another is refused before anything runs. A Paddle compiler's ``compile``
+    gets a ``paddle.nn.Layer`` and Paddle tensors."""
 
     def __init__(self, **config: Any) -> None:
         self.check_config(config)

@@ -27,6 +27,7 @@ from passnet.evaluate._memory import (
     limit_data_segment,
     mentions_host_oom,
 )
+from passnet.evaluate._paddle import PaddleProbe, probe_paddle
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._roofline import (
     Ceilings,
@@ -42,6 +43,8 @@ from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 from passnet.evaluate._turns import SCOPES, Turns
 
 __all__ = [
+    "PaddleProbe",
+    "probe_paddle",
     "COPIES",
     "FORKSERVER_PRELOAD",
     "Ceilings",
