@@ -27,7 +27,7 @@ from passnet.evaluate._memory import (
     limit_data_segment,
     mentions_host_oom,
 )
-from passnet.evaluate._paddle import PaddleProbe, probe_paddle
+from passnet.evaluate._paddle import PaddleProbe, build_paddle_sample, paddle_outputs, probe_paddle
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._roofline import (
     Ceilings,
@@ -44,6 +44,8 @@ from passnet.evaluate._turns import SCOPES, Turns
 
 __all__ = [
     "PaddleProbe",
+    "build_paddle_sample",
+    "paddle_outputs",
     "probe_paddle",
     "COPIES",
     "FORKSERVER_PRELOAD",

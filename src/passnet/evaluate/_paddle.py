@@ -42,7 +42,14 @@ from passnet.sample import (
     replay_paddle_arrays,
 )
 
-__all__ = ["PaddleProbe", "evaluate_paddle", "probe_paddle", "probe_paddle_child"]
+__all__ = [
+    "PaddleProbe",
+    "build_paddle_sample",
+    "evaluate_paddle",
+    "paddle_outputs",
+    "probe_paddle",
+    "probe_paddle_child",
+]
 
 Send = Callable[[tuple[str, Any]], None]
 
@@ -175,6 +182,24 @@ def _inputs(sample: Sample, seed: int, paddle: Any, place: str) -> list[Any]:
     except (ValueError, RuntimeError, TypeError) as exc:
         raise SampleError(f"cannot build a value from metadata: {exc}", sample=sample.path) from exc
     return [paddle.to_tensor(a, dtype=dtype, place=place) for a, dtype in arrays]
+
+
+def build_paddle_sample(
+    sample: Sample, seed: int = 0, device: str = "cpu"
+) -> tuple[Any, list[Any]]:
+    """The sample's ``GraphModule`` (a ``paddle.nn.Layer``, in eval mode) and its forward
+    arguments replayed with ``seed``, on ``device``. Imports Paddle: call it in a child."""
+    paddle = _import_paddle()
+    place = _paddle_device(device)
+    paddle.set_device(place)
+    return _layer(sample, paddle), _inputs(sample, seed, paddle, place)
+
+
+def paddle_outputs(fn: Callable[..., Any], inputs: list[Any]) -> list[Any]:
+    """``fn(*inputs)`` (a Paddle layer or program) without gradients, its outputs flattened
+    and copied to torch CPU tensors, as :func:`passnet.sample.compare_outputs` takes them."""
+    paddle = _import_paddle()
+    return _torch_facing(fn, paddle)(*inputs)
 
 
 def evaluate_paddle(
