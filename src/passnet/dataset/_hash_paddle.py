@@ -86,6 +86,8 @@ def paddle_canonical_graph(sample: Sample) -> Any:
             }
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return {"neg": encode(node.operand)}
+        if isinstance(node, ast.Lambda):  # its parameters are its own: by its text
+            return {"lambda": ast.unparse(node)}
         if isinstance(node, ast.Subscript):
             return {"item": [encode(node.value), encode(node.slice)]}
         if isinstance(node, ast.Slice):
@@ -108,6 +110,15 @@ def paddle_canonical_graph(sample: Sample) -> Any:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             raise where(stmt)
         target, value = stmt.targets[0], stmt.value
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Lambda)
+            and value.args
+            and isinstance(value.args[0], ast.Call)
+        ):
+            # ``(lambda x, f: f(x))(paddle._C_ops.dropout(...), <as a tuple>)``: the
+            # generator's way to unpack an operator's outputs; the operator is the node
+            value = value.args[0]
         if isinstance(value, ast.Call) and (op := _dotted(value.func)) is not None:
             ref = f"%{len(nodes)}"
             nodes.append(

@@ -18,8 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from passnet.sample._meta import TensorMeta, dtype_to_str
-from passnet.sample._replay import name_heuristics, replay_value
+from passnet.sample._replay import _generator, name_heuristics, replay_value
 
 __all__ = [
     "PADDLE",
@@ -92,6 +94,17 @@ def paddle_missing() -> str | None:
     return None
 
 
+def _uniform(meta: TensorMeta) -> bool:
+    return (
+        meta.dtype.is_floating_point
+        and meta.data is None
+        and meta.mean is None
+        and meta.std is None
+        and meta.min_val is not None
+        and meta.max_val is not None
+    )
+
+
 def replay_paddle_arrays(
     params: list[str], metas: dict[str, TensorMeta], seed: int
 ) -> list[tuple[Any, str]]:
@@ -100,7 +113,9 @@ def replay_paddle_arrays(
     rules of torch
     samples (:func:`passnet.sample.replay_value`: stored ``data`` as stored, integers in
     ``[min_val, max_val]``, bools fair coins, floats ``normal(mean, std)`` clamped to
-    ``[min_val, max_val]``, one generator per tensor seeded from ``(seed, name)``).
+    ``[min_val, max_val]``, one generator per tensor seeded from ``(seed, name)``); a float
+    with a range and no ``mean``/``std`` (which only Paddle's metadata has) is drawn
+    uniformly in ``[min_val, max_val]``, GraphNet's rule for it.
 
     The graph is not traced (torch.fx cannot trace a Paddle layer): a value is kept
     strictly positive by its names alone (its Paddle ``original_name`` too)."""
@@ -110,7 +125,15 @@ def replay_paddle_arrays(
         usage = name_heuristics(name)
         if meta.original_name and not usage.positive:
             usage = name_heuristics(str(meta.original_name))
-        value = replay_value(meta, usage, seed, is_symint=False)
+        if _uniform(meta):
+            # Paddle's metadata gives some floats a range and no statistics, which torch
+            # samples never do: drawn uniformly in it, as GraphNet's Paddle harness does
+            low, high = float(meta.min_val), float(meta.max_val)  # type: ignore[arg-type]
+            base = torch.float64 if meta.dtype == torch.float64 else torch.float32
+            value = torch.rand(meta.shape, generator=_generator(seed, name), dtype=base)
+            value = (value * (high - low) + low).clamp(low, high).to(meta.dtype)
+        else:
+            value = replay_value(meta, usage, seed, is_symint=False)
         dtype = dtype_to_str(meta.dtype).removeprefix("torch.")
         if dtype == "bfloat16":
             value = value.float()
