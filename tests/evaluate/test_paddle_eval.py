@@ -124,6 +124,20 @@ def test_paddle_cinn_is_refused_where_paddle_has_no_cinn(
     assert not (tmp_path / "o").exists()
 
 
+@needs_paddle
+def test_a_cuda_device_is_refused_where_paddle_is_a_cpu_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from passnet.evaluate import probe_paddle
+
+    if probe_paddle().cuda:
+        pytest.skip("this Paddle is a CUDA build")
+    args = ["eval", str(EULER), "--compiler", "paddle-static", "--device", "cuda"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 2
+    assert "is_compiled_with_cuda() is False" in capsys.readouterr().out
+    assert not (tmp_path / "o").exists()
+
+
 def test_without_paddle_a_paddle_sample_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from passnet.dataset import graph_hash, hash_samples
+from passnet.dataset import canonical_graph, graph_hash, hash_samples
 from passnet.errors import DatasetError
 from passnet.sample import (
     PADDLE,
@@ -126,3 +126,12 @@ def test_an_unreadable_forward_statement_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(DatasetError, match="cannot read this statement"):
         graph_hash(copy)
+
+
+def test_the_hash_reads_operators_unpacked_through_a_lambda() -> None:
+    """GraphNet writes multi-output operators as ``(lambda x, f: f(x))(op(...), ...)``."""
+    sample = PADDLE_DATA / "PaddleX" / "TimesNet_cls" / "subgraph_1"
+    assert "(lambda x, f: f(x))(" in (sample / "model.py").read_text()
+    [result] = hash_samples([sample])
+    assert result.status is Status.OK, result.error
+    assert "paddle._C_ops.dropout" in canonical_graph(sample).ops

@@ -16,6 +16,7 @@ __all__ = ["check_frameworks"]
 def check_frameworks(
     items: list[WorkItem],
     compiler: str,
+    device: str = "cpu",
     probe: Callable[[], PaddleProbe] = probe_paddle,
 ) -> str | None:
     """The framework of ``items`` (``"torch"``, ``"paddle"``; None for no items), or an error
@@ -23,8 +24,8 @@ def check_frameworks(
     torch and Paddle samples (scores over both would mix two frameworks' eager baselines),
     a :class:`~passnet.errors.CompilerError` when ``compiler`` does not compile that
     framework, :class:`~passnet.errors.DeviceUnavailable` for ``paddle-cinn`` where the
-    installed Paddle has no CINN (``probe`` asks an isolated child: the parent never
-    imports Paddle). Without Paddle installed, Paddle samples are not refused here: each
+    installed Paddle has no CINN, or for a CUDA ``device`` where it is a CPU build
+    (``probe`` asks an isolated child: the parent never imports Paddle). Without Paddle installed, Paddle samples are not refused here: each
     gets a ``sample_error`` record that says what to install."""
     from passnet.compilers import COMPILERS
 
@@ -50,9 +51,18 @@ def check_frameworks(
             f"these are {framework} samples; compilers of {framework} samples: {', '.join(able)}",
             compiler=compiler,
         )
-    if framework == PADDLE and getattr(cls, "needs_cinn", False) and paddle_missing() is None:
+    needs_cinn = getattr(cls, "needs_cinn", False)
+    cuda = device.startswith("cuda")
+    if framework == PADDLE and (needs_cinn or cuda) and paddle_missing() is None:
         found_paddle = probe()
-        if found_paddle.installed and not found_paddle.cinn:
+        if found_paddle.installed and cuda and not found_paddle.cuda:
+            raise DeviceUnavailable(
+                f"--device {device}, and this Paddle ({found_paddle.version}) is a CPU build "
+                "(paddle.device.is_compiled_with_cuda() is False): install a CUDA build of "
+                "paddlepaddle-gpu (docs/paddle.md)",
+                device=device,
+            )
+        if found_paddle.installed and needs_cinn and not found_paddle.cinn:
             raise DeviceUnavailable(
                 f"compiler {compiler!r} needs a Paddle built with CINN, and this one "
                 f"({found_paddle.version}) is not (paddle.device.is_compiled_with_cinn() is "

@@ -257,7 +257,7 @@ def run_evaluations(
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
-    framework = check_frameworks(items, compiler)
+    framework = check_frameworks(items, compiler, device)
     check_device(compiler, device, compiler_config, framework=framework or TORCH)
     problem = settings.device_problem(device)
     if problem is not None:
