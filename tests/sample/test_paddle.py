@@ -135,3 +135,21 @@ def test_the_hash_reads_operators_unpacked_through_a_lambda() -> None:
     [result] = hash_samples([sample])
     assert result.status is Status.OK, result.error
     assert "paddle._C_ops.dropout" in canonical_graph(sample).ops
+
+
+def test_the_hash_reads_python_operators_on_values_by_reference(tmp_path: Path) -> None:
+    """Some samples pass ``x % paddle.cast(y, x.dtype)`` to an operator, in plain Python:
+    read, and without the variables' names (``x.dtype`` is an attribute of a value)."""
+    copy = tmp_path / "s"
+    shutil.copytree(EULER, copy)
+    source = (copy / "model.py").read_text()
+    call = "paddle._C_ops.add(matmul_0, parameter_6)"
+    assert call in source
+    changed = "paddle._C_ops.add(matmul_0 % paddle.cast(parameter_6, matmul_0.dtype), parameter_6)"
+    (copy / "model.py").write_text(source.replace(call, changed))
+    first = graph_hash(copy)
+    renamed = (copy / "model.py").read_text().replace("matmul_0", "product_0")
+    (copy / "model.py").write_text(renamed)
+    assert graph_hash(copy) == first
+    (copy / "model.py").write_text(renamed.replace("product_0 % ", "product_0 // "))
+    assert graph_hash(copy) != first

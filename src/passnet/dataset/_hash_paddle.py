@@ -76,16 +76,34 @@ def paddle_canonical_graph(sample: Sample) -> Any:
             return {"f": repr(value)} if isinstance(value, float) else value
         if isinstance(node, (ast.List, ast.Tuple)):
             return [encode(e) for e in node.elts]
-        if isinstance(node, ast.Attribute) and (name := _dotted(node)) is not None:
-            return {"attr": name}
+        if isinstance(node, ast.Attribute):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and (root.id in refs or root.id in params):
+                # an attribute of a value (``reshape_1.dtype``): of its reference, not its name
+                return {"of": encode(node.value), "attr": node.attr}
+            if (name := _dotted(node)) is not None:
+                return {"attr": name}  # a global's (``paddle.float32``)
         if isinstance(node, ast.Call):
             return {
                 "call": _dotted(node.func) or encode(node.func),
                 "args": [encode(a) for a in node.args],
                 "kwargs": [[k.arg, encode(k.value)] for k in node.keywords],
             }
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return {"neg": encode(node.operand)}
+        if isinstance(node, ast.UnaryOp):
+            return {"unary": type(node.op).__name__, "x": encode(node.operand)}
+        if isinstance(node, ast.BinOp):  # ``reshape_1 % paddle.cast(full_9, reshape_1.dtype)``
+            return {
+                "binop": type(node.op).__name__,
+                "x": encode(node.left),
+                "y": encode(node.right),
+            }
+        if isinstance(node, ast.Compare):
+            return {
+                "compare": [type(o).__name__ for o in node.ops],
+                "x": [encode(node.left), *(encode(c) for c in node.comparators)],
+            }
         if isinstance(node, ast.Lambda):  # its parameters are its own: by its text
             return {"lambda": ast.unparse(node)}
         if isinstance(node, ast.Subscript):
