@@ -20,7 +20,7 @@ from passnet.sample._constraints import Constraints, parse_constraints_file
 from passnet.sample._graph import trace_graph
 from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
-from passnet.sample._paddle import PADDLE, TORCH, model_dir
+from passnet.sample._paddle import PADDLE, TORCH, model_dir, sample_framework
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
 
 __all__ = ["Sample", "is_module_state", "load_sample", "recorded_hash"]
@@ -45,11 +45,15 @@ OPTIONAL_FILES = {
 
 def missing_optional_files(path: Path) -> tuple[str, ...]:
     """The optional files (:data:`OPTIONAL_FILES`) that the sample folder lacks (a
-    ``shape_patches_*`` variant's ``graph_net.json`` and ``graph_hash.txt`` are its parent's)."""
+    ``shape_patches_*`` variant's ``graph_net.json`` and ``graph_hash.txt`` are its parent's;
+    Paddle samples have no ``input_tensor_constraints.py`` in their format)."""
     home = model_dir(Path(path))
+    expected = OPTIONAL_FILES
+    if sample_framework(Path(path)) == PADDLE:
+        expected = {k: v for k, v in OPTIONAL_FILES.items() if k != CONSTRAINTS_FILE}
     return tuple(
         name
-        for name in OPTIONAL_FILES
+        for name in expected
         if not ((home if name in (GRAPH_NET_FILE, HASH_FILE) else Path(path)) / name).is_file()
     )
 
