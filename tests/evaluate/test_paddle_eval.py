@@ -77,6 +77,17 @@ def test_a_sample_with_training_mode_dropout_is_judged(tmp_path: Path) -> None:
 
 
 @needs_paddle
+def test_threads_are_set_in_paddle(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert (
+        main(["eval", str(EULER), "--compiler", "eager", "--threads", "1", *FEW, "--out", str(out)])
+        == 0
+    )
+    [rec] = read_records(out / "results.jsonl")
+    assert rec.status.value == "ok", rec.error
+
+
+@needs_paddle
 def test_a_wrong_static_graph_is_an_accuracy_status(tmp_path: Path) -> None:
     """The comparison is real: a compiled side that differs from eager is caught."""
     spec = Path(__file__).parent / "faulty_paddle.py"

@@ -171,7 +171,7 @@ def _gpu_timer(paddle: Any) -> Callable[[Callable[..., Any], list[Any]], tuple[f
 def _layer(sample: Sample, paddle: Any) -> Any:
     """``GraphModule()`` of the sample's ``model.py``, in eval mode."""
     file = model_dir(sample.path) / "model.py"
-    namespace: dict[str, Any] = {"__name__": f"passnet_paddle_sample_{abs(hash(str(file)))}"}
+    namespace: dict[str, Any] = {"__name__": "passnet_paddle_sample"}
     try:
         exec(compile(sample.model_source, str(file), "exec"), namespace)  # noqa: S102
         layer = namespace["GraphModule"]()
