@@ -1,4 +1,4 @@
-"""Compiler registry: eager, inductor, inductor-max-autotune, cudagraphs, inductor-scg (selective
+"""Compiler registry: eager, paddle-static, paddle-cinn, inductor, inductor-max-autotune, cudagraphs, inductor-scg (selective
 CUDA graphs); pass_mgr and plugins.
 
 Compilers outside this package register through the ``passnet.compilers`` entry-point
@@ -10,7 +10,10 @@ machinery)::
     mycomp = "mypkg.backend:MyCompiler"   # a passnet.compilers.Compiler subclass
 """
 
-from passnet.compilers import _builtin  # noqa: F401 - registers the built-in compilers
+from passnet.compilers import (
+    _builtin,  # noqa: F401 - registers the built-in compilers
+    _paddle,  # noqa: F401 - registers paddle-static, paddle-cinn
+)
 from passnet.compilers._base import (
     COMPILERS,
     JSON_TYPES,

@@ -88,6 +88,10 @@ class Compiler:
     """Per config key, the JSON types its value may have (of :data:`JSON_TYPES`); a key not
     named here takes any value. ``--config warm=maybe`` (a string) for a key declared
     ``("boolean",)`` is then refused before anything runs, not found by the compiler."""
+    frameworks: ClassVar[frozenset[str]] = frozenset({"torch"})
+    """The frameworks of the samples it compiles (``"torch"``, ``"paddle"``): a run of it on
+    a sample of another is refused before anything runs. A Paddle compiler's ``compile``
+    gets a ``paddle.nn.Layer`` and Paddle tensors."""
 
     def __init__(self, **config: Any) -> None:
         self.check_config(config)

@@ -40,9 +40,11 @@ log = logging.getLogger(__name__)
 
 @register_compiler("eager")
 class Eager(Compiler):
-    """The module itself: the A/A baseline. It takes no config."""
+    """The module itself: the A/A baseline (Paddle eager on a Paddle sample). It takes no
+    config."""
 
     config_keys = frozenset()
+    frameworks = frozenset({"torch", "paddle"})
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
         return module

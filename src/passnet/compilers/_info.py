@@ -29,6 +29,10 @@ class CompilerInfo:
     """The config keys it takes (sorted), or None when it checks its own."""
     needs_cuda: bool
     """Whether it runs only on CUDA so configured (``Compiler.needs_cuda(config)``)."""
+    frameworks: tuple[str, ...] = ("torch",)
+    """The frameworks of the samples it compiles (``Compiler.frameworks``, sorted)."""
+    needs_cinn: bool = False
+    """Whether it needs a Paddle built with CINN."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +46,8 @@ class CompilerInfo:
             applies_passes=bool(data["applies_passes"]),
             config_keys=None if keys is None else tuple(keys),
             needs_cuda=bool(data["needs_cuda"]),
+            frameworks=tuple(data.get("frameworks", ("torch",))),
+            needs_cinn=bool(data.get("needs_cinn", False)),
         )
 
 
@@ -71,4 +77,6 @@ def compiler_info(
         applies_passes=bool(cls.applies_passes),
         config_keys=keys,
         needs_cuda=bool(cls.needs_cuda(config)),
+        frameworks=tuple(sorted(cls.frameworks)),
+        needs_cinn=bool(getattr(cls, "needs_cinn", False)),
     )

@@ -33,6 +33,7 @@ import torch.fx
 
 from passnet.errors import DatasetError, PassnetError
 from passnet.sample import (
+    PADDLE,
     Sample,
     TensorMeta,
     canonical_op_name,
@@ -177,6 +178,10 @@ def canonical_graph(
     """
     if not isinstance(sample, Sample):
         sample = load_sample(sample)
+    if sample.framework == PADDLE:  # read from model.py's syntax tree: no Paddle needed
+        from passnet.dataset._hash_paddle import paddle_canonical_graph
+
+        return paddle_canonical_graph(sample)
     if gm is None:
         gm = trace_sample(sample)
     refs: dict[torch.fx.Node, str] = {}

@@ -53,6 +53,7 @@ from passnet.evaluate import check_fits
 from passnet.isolate import TORCH_PRELOAD
 from passnet.record import read_jsonl
 from passnet.sample import (
+    PADDLE,
     Sample,
     canonical_op_name,
     compare_outputs,
@@ -596,6 +597,10 @@ def validate_sample(path: str | Path, *, seed: int = 0) -> ValidationReport:
             file="weight_meta.py",
             node=problem[0],
         )
+    if sample.framework == PADDLE:
+        from passnet.dataset._validate_paddle import validate_paddle
+
+        return validate_paddle(sample, checks, seed, started)
     _check_custom_ops(sample, checks)
 
     try:

@@ -13,6 +13,7 @@ from passnet.evaluate._evaluate import (
 from passnet.evaluate._gpu_clock import open_clock_monitor
 from passnet.evaluate._host import CoreGuard, spare_cores
 from passnet.evaluate._memory import COPIES, available_bytes, check_fits
+from passnet.evaluate._paddle import PaddleProbe, build_paddle_sample, paddle_outputs, probe_paddle
 from passnet.evaluate._prepare import PrepareOutcome, cache_counters, prepare_sample
 from passnet.evaluate._roofline import (
     Ceilings,
@@ -30,6 +31,10 @@ from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
 from passnet.evaluate._turns import SCOPES, Turns
 
 __all__ = [
+    "PaddleProbe",
+    "build_paddle_sample",
+    "paddle_outputs",
+    "probe_paddle",
     "COPIES",
     "FORKSERVER_PRELOAD",
     "Ceilings",

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from passnet.errors import (
+    CompileError,
     DeviceUnavailable,
     NondeterministicSample,
     PassnetError,
@@ -47,7 +48,14 @@ from passnet.evaluate._turns import Turns
 from passnet.isolate import layout_fixed, out_of_host_memory
 from passnet.passes.integrity import harness_findings, mutated_inputs
 from passnet.record import BASELINE_T, TurnReport
-from passnet.sample import Comparison, accuracy_message, compare_outputs, flatten_outputs
+from passnet.sample import (
+    PADDLE,
+    TORCH,
+    Comparison,
+    accuracy_message,
+    compare_outputs,
+    flatten_outputs,
+)
 from passnet.status import Status
 
 __all__ = [
@@ -338,6 +346,11 @@ def _evaluate(
     device = req.device
     stage.enter("load")
     sample = load_sample(req.sample_path)
+    if sample.framework == PADDLE:  # the same stages, in Paddle (docs/paddle.md)
+        from passnet.evaluate._paddle import evaluate_paddle
+
+        evaluate_paddle(req, sample, stage, result, loaded)
+        return
     check_fits(sample, device)  # from the metadata, before any tensor exists
     loaded["memory_limit"] = bound_memory(device)  # CPU: fail an allocation, not be killed
     module = sample.build_module(device)
@@ -351,6 +364,12 @@ def _evaluate(
     stage.enter("compile")
     compiler = create_compiler(req.compiler, **req.compiler_config)
     compiler.cache_prepared = req.prepared
+    if TORCH not in compiler.frameworks:
+        raise CompileError(
+            f"compiler {req.compiler!r} compiles {', '.join(sorted(compiler.frameworks))} "
+            "graphs, and this is a torch sample",
+            compiler=req.compiler,
+        )
     if compiler.needs_cuda(compiler.config) and not device.startswith("cuda"):
         raise DeviceUnavailable(f"compiler {req.compiler!r} needs a CUDA device", device=device)
     if s.poison_allocator:
@@ -429,13 +448,9 @@ def _evaluate(
         raise _IntegrityViolation("; ".join(findings), _integrity_status(compiler))
     cmp2 = compare_outputs(out_c2, out_e2)
     _require_deterministic_eager(cmp2, module, inputs2, out_e2, device)
-    if not cmp1.allclose[BASELINE_T]:
-        first_failing: int | None = 1
-    elif not cmp2.status.ran or not cmp2.allclose[BASELINE_T]:
-        first_failing = 2
-    else:
-        first_failing = None
-    _fill_comparison(result, _merge(cmp1, cmp2), draws=2, first_failing=first_failing)
+    _fill_comparison(
+        result, _merge(cmp1, cmp2), draws=2, first_failing=_first_failing_draw(cmp1, cmp2)
+    )
     result["cudagraphs"] = [dataclasses.asdict(d) for d in compiler.cudagraph_decisions()]
     if timings is not None:
         result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
@@ -682,6 +697,15 @@ def measure_sides(
             max_measure_s=s.max_measure_s,
             contention=contention,
         )
+
+
+def _first_failing_draw(cmp1: Comparison, cmp2: Comparison) -> int | None:
+    """The first of the two draws whose outputs fail the strict tolerance, or None."""
+    if not cmp1.allclose[BASELINE_T]:
+        return 1
+    if not cmp2.status.ran or not cmp2.allclose[BASELINE_T]:
+        return 2
+    return None
 
 
 def _merge(a: Comparison, b: Comparison) -> Comparison:

@@ -12,14 +12,14 @@ from typing import Any
 
 import torch
 
-from passnet.errors import SampleError
+from passnet.errors import MissingDependency, SampleError
 from passnet.evaluate._child import ChildRequest, probe_device_child, run_child, run_children
 from passnet.evaluate._host import HostReference
 from passnet.evaluate._settings import FORKSERVER_PRELOAD, EvalSettings
 from passnet.evaluate._turns import Turns
 from passnet.isolate import ChildOutcome, run_isolated, run_isolated_batch, run_isolated_items
 from passnet.record import ErrorInfo, EvalRecord, compiler_config_hash, record_from_dict
-from passnet.sample import load_sample, sample_digest
+from passnet.sample import PADDLE, PADDLE_INSTALL, load_sample, paddle_missing, sample_digest
 from passnet.status import Status
 
 __all__ = [
@@ -61,6 +61,18 @@ def software_versions() -> dict[str, str]:
     if torch.version.cuda:
         versions["cuda"] = torch.version.cuda
     return versions
+
+
+def _paddle_version() -> dict[str, str]:
+    """PaddlePaddle's version for a Paddle sample's record, read without importing it."""
+    from importlib import metadata
+
+    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
+        try:
+            return {"paddle": metadata.version(dist)}
+        except metadata.PackageNotFoundError:
+            continue
+    return {}
 
 
 def probe_device(device: str, timeout_s: float = 120.0) -> str | None:
@@ -229,14 +241,20 @@ def _evaluate(
             started_at=_now(),
             sample_digest=sample_digest(path),
         )
+        graph_hash = ""
         try:
-            graph_hash = load_sample(path).graph_hash
-        except SampleError as exc:
+            sample = load_sample(path)
+            graph_hash = sample.graph_hash
+            if sample.framework == PADDLE:
+                base["versions"] = {**base["versions"], **_paddle_version()}
+                if (missing := paddle_missing()) is not None:
+                    raise MissingDependency(missing, package="paddlepaddle", install=PADDLE_INSTALL)
+        except (SampleError, MissingDependency) as exc:
             error = ErrorInfo(type(exc).__name__, exc.message, "load", exc.context)
             decided(
                 index,
                 EvalRecord(
-                    graph_hash="",
+                    graph_hash=graph_hash if isinstance(exc, MissingDependency) else "",
                     status=Status.SAMPLE_ERROR,
                     error=error,
                     finished_at=_now(),

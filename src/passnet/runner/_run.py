@@ -16,10 +16,18 @@ from passnet.errors import DeviceUnavailable, SampleError, StoreError
 from passnet.evaluate import EvalSettings, check_compiler, probe_device, spare_cores
 from passnet.record import EvalRecord, compiler_config_hash, render_log
 from passnet.runner._executor import EvalJob, Executor, LocalExecutor, local_devices
+from passnet.runner._frameworks import check_frameworks
 from passnet.runner._plan import WorkItem
 from passnet.runner._progress import RunProgress
 from passnet.runner._store import ResultStore
-from passnet.sample import OPTIONAL_FILES, load_sample, missing_optional_files, sample_digest
+from passnet.sample import (
+    OPTIONAL_FILES,
+    PADDLE,
+    TORCH,
+    load_sample,
+    missing_optional_files,
+    sample_digest,
+)
 
 __all__ = ["RunSummary", "check_device", "run_evaluations"]
 
@@ -113,15 +121,19 @@ def _settings_differences(found: dict[str, Any], wanted: dict[str, Any], device:
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
-def check_device(compiler: str, device: str, config: dict[str, Any] | None = None) -> None:
+def check_device(
+    compiler: str, device: str, config: dict[str, Any] | None = None, *, framework: str = "torch"
+) -> None:
     """Refuse, before anything runs, a device this machine lacks or the compiler (so
     configured) cannot use. A compiler given as a code spec is checked in a child process
-    (:func:`~passnet.evaluate.check_compiler`), never imported here."""
+    (:func:`~passnet.evaluate.check_compiler`), never imported here. ``framework``: the
+    samples' (a Paddle run's CUDA device is Paddle's to find, in the evaluation child: torch
+    need not see it)."""
     if not _DEVICE.fullmatch(device):
         raise DeviceUnavailable(
             f"unknown device {device!r}: expected cpu, cuda or cuda:N", device=device
         )
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    if device.startswith("cuda") and framework == TORCH and not torch.cuda.is_available():
         raise DeviceUnavailable(
             "--device cuda, but torch sees no CUDA device on this machine "
             f"(torch {torch.__version__}, built with CUDA {torch.version.cuda or 'none'})",
@@ -246,7 +258,8 @@ def run_evaluations(
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
-    check_device(compiler, device, compiler_config)
+    framework = check_frameworks(items, compiler, device)
+    check_device(compiler, device, compiler_config, framework=framework or TORCH)
     problem = settings.device_problem(device)
     if problem is not None:
         raise DeviceUnavailable(problem, device=device)
@@ -269,7 +282,7 @@ def run_evaluations(
                 scope=overlap_scope,
             )
             first = executor.pool.slots[0]
-            if todo and device.startswith("cuda"):
+            if todo and device.startswith("cuda") and framework != PADDLE:
                 problem = probe_device(first)
                 if problem is not None:
                     raise DeviceUnavailable(

@@ -35,6 +35,16 @@ from passnet.sample._ops import (
     op_sequence,
     qualified_name,
 )
+from passnet.sample._paddle import (
+    PADDLE,
+    PADDLE_INSTALL,
+    TORCH,
+    is_shape_patch_dir,
+    model_dir,
+    paddle_missing,
+    replay_paddle_arrays,
+    sample_framework,
+)
 from passnet.sample._replay import ParamUsage, analyze_usage, replay_cache, replay_value
 from passnet.sample._sample import (
     OPTIONAL_FILES,
@@ -48,6 +58,14 @@ from passnet.sample._sample import (
 from passnet.sample._write import write_sample
 
 __all__ = [
+    "PADDLE",
+    "PADDLE_INSTALL",
+    "TORCH",
+    "is_shape_patch_dir",
+    "model_dir",
+    "paddle_missing",
+    "replay_paddle_arrays",
+    "sample_framework",
     "LOCATION_KEY",
     "OPTIONAL_FILES",
     "Comparison",

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from passnet.errors import InputFormatError
+from passnet.sample._paddle import is_shape_patch_dir
 from passnet.sample._sample import (
     GRAPH_NET_FILE,
     HASH_FILE,
@@ -29,7 +30,8 @@ def _looks_like_sample(path: Path) -> str | None:
 
 
 def is_sample_dir(path: Path) -> bool:
-    return (path / MODEL_FILE).is_file()
+    """A folder with ``model.py``, or a Paddle subgraph's ``shape_patches_*`` variant."""
+    return (path / MODEL_FILE).is_file() or is_shape_patch_dir(path)
 
 
 def _from_list(path: Path, reading: tuple[Path, ...] = ()) -> list[Path]:

@@ -64,7 +64,8 @@ class TensorMeta:
 
 
 class _FloatCalls(ast.NodeTransformer):
-    """Turn ``float("nan")``-style calls (written by GraphNet for NaN/inf) into constants."""
+    """Turn ``float("<number>")`` calls into constants: GraphNet writes NaN and infinities so
+    in torch samples, and every float so in Paddle samples (``min_val = float("-0.48")``)."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if (
@@ -74,9 +75,12 @@ class _FloatCalls(ast.NodeTransformer):
             and not node.keywords
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
-            and node.args[0].value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity")
         ):
-            return ast.copy_location(ast.Constant(float(node.args[0].value)), node)
+            try:
+                value = float(node.args[0].value)
+            except ValueError:  # not a number: literal_eval reports the call
+                return self.generic_visit(node)
+            return ast.copy_location(ast.Constant(value), node)
         return self.generic_visit(node)
 
 

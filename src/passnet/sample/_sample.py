@@ -20,6 +20,7 @@ from passnet.sample._constraints import Constraints, parse_constraints_file
 from passnet.sample._graph import trace_graph
 from passnet.sample._meta import TensorMeta, parse_meta_file
 from passnet.sample._model import compile_model_source, forward_parameters
+from passnet.sample._paddle import PADDLE, TORCH, model_dir, sample_framework
 from passnet.sample._replay import ParamUsage, analyze_usage, name_heuristics, replay_value
 
 __all__ = ["Sample", "is_module_state", "load_sample", "recorded_hash"]
@@ -43,8 +44,18 @@ OPTIONAL_FILES = {
 
 
 def missing_optional_files(path: Path) -> tuple[str, ...]:
-    """The optional files (:data:`OPTIONAL_FILES`) that the sample folder lacks."""
-    return tuple(name for name in OPTIONAL_FILES if not (path / name).is_file())
+    """The optional files (:data:`OPTIONAL_FILES`) that the sample folder lacks (a
+    ``shape_patches_*`` variant's ``graph_net.json`` and ``graph_hash.txt`` are its parent's;
+    Paddle samples have no ``input_tensor_constraints.py`` in their format)."""
+    home = model_dir(Path(path))
+    expected = OPTIONAL_FILES
+    if sample_framework(Path(path)) == PADDLE:
+        expected = {k: v for k, v in OPTIONAL_FILES.items() if k != CONSTRAINTS_FILE}
+    return tuple(
+        name
+        for name in expected
+        if not ((home if name in (GRAPH_NET_FILE, HASH_FILE) else Path(path)) / name).is_file()
+    )
 
 
 @dataclass
@@ -66,6 +77,15 @@ class Sample:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def framework(self) -> str:
+        """``"torch"`` or ``"paddle"`` (:func:`passnet.sample.sample_framework`'s rule, on what
+        was loaded)."""
+        declared = self.graph_net.get("framework")
+        if isinstance(declared, str):
+            return PADDLE if declared.strip().lower() == PADDLE else TORCH
+        return PADDLE if "paddle.nn.Layer" in self.model_source else TORCH
 
     @functools.cached_property
     def metas(self) -> dict[str, TensorMeta]:
@@ -194,7 +214,8 @@ def sample_digest(path: str | Path) -> str:
     and does not change when a sample is edited or repaired."""
     h = hashlib.sha256()
     for name in (MODEL_FILE, WEIGHT_META_FILE, INPUT_META_FILE, CONSTRAINTS_FILE):
-        file = Path(path) / name
+        # a shape_patches_* variant's model.py is its parent's
+        file = (model_dir(Path(path)) if name == MODEL_FILE else Path(path)) / name
         if file.is_file():
             data = file.read_bytes()
             h.update(f"{name}\0{len(data)}\0".encode())
@@ -203,11 +224,16 @@ def sample_digest(path: str | Path) -> str:
 
 
 def load_sample(path: str | Path) -> Sample:
-    """Read and check a sample folder. Every problem is a :class:`SampleError` naming file and field."""
+    """Read and check a sample folder. Every problem is a :class:`SampleError` naming file and field.
+
+    A ``shape_patches_*`` folder of a Paddle subgraph (:func:`passnet.sample.is_shape_patch_dir`)
+    is a sample too: its own metadata, its parent's ``model.py``, ``graph_net.json`` and
+    ``graph_hash.txt`` (the same graph in other shapes)."""
     path = Path(path)
     if not path.is_dir():
         raise SampleError("sample folder does not exist", sample=path)
-    source = _read_text(path / MODEL_FILE, path, required=True)
+    home = model_dir(path)
+    source = _read_text(home / MODEL_FILE, path, required=True)
     assert source is not None
     params = forward_parameters(source, path)
     if not (path / WEIGHT_META_FILE).is_file():
@@ -222,7 +248,7 @@ def load_sample(path: str | Path) -> Sample:
         else None
     )
     graph_net: dict[str, Any] = {}
-    text = _read_text(path / GRAPH_NET_FILE, path, required=False)
+    text = _read_text(home / GRAPH_NET_FILE, path, required=False)
     if text is not None:
         try:
             graph_net = json.loads(text)
@@ -234,7 +260,7 @@ def load_sample(path: str | Path) -> Sample:
             raise SampleError(
                 "graph_net.json must hold a JSON object", sample=path, file=GRAPH_NET_FILE
             )
-    graph_hash = (_read_text(path / HASH_FILE, path, required=False) or "").strip()
+    graph_hash = (_read_text(home / HASH_FILE, path, required=False) or "").strip()
     if graph_hash and not _HASH_RE.match(graph_hash):
         raise SampleError(
             f"graph hash must be 64 lowercase hex characters, got {graph_hash[:80]!r}",
