@@ -40,10 +40,13 @@ from tests.conftest import DEV, MLP
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs ray (pip install 'passnet[ray]')")
 REPO = Path(__file__).resolve().parents[2]
-SAME_FILES_SAMPLES = [DEV / "transformers-auto-model" / "bloom-tiny-random"]
-"""Real samples (with ``MLP``) whose subgraph files do not depend on the torch thread
-count: those of bert-tiny, GCN and GAE still do (input statistics summed in the threads'
-order, fusible spans), which no executor can make alike."""
+SAME_FILES_SAMPLES = [
+    DEV / "transformers-auto-model" / "bloom-tiny-random",
+    DEV / "transformers-auto-model" / "prajjwal1_bert-tiny",
+    DEV / "torchgeometric" / "GAE",
+]
+"""Real samples (with ``MLP``) decomposed on every executor: bert-tiny's input statistics
+and GAE's fusible spans once followed the torch thread count."""
 
 
 class ScriptedEvaluations:
@@ -515,9 +518,7 @@ def test_decompose_writes_the_same_files_on_ray_and_locally_whole_or_in_chunks(
     ray_executor: RayExecutor, tmp_path: Path
 ) -> None:
     """The files and records of ``passnet decompose`` are a function of the samples alone:
-    the same with ``--jobs 1``, ``--jobs 2``, on Ray, and for the samples in two chunks.
-    (Samples whose subgraphs' input statistics do not depend on the torch thread count:
-    that dependence is a known defect of the statistics, not of the executors.)"""
+    the same with ``--jobs 1``, ``--jobs 2``, on Ray, and for the samples in two chunks."""
     from passnet.dataset import decompose_samples
 
     samples = [MLP, *SAME_FILES_SAMPLES]

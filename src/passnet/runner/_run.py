@@ -159,12 +159,6 @@ def _prepare_cores(device: str) -> list[int]:
     return spare
 
 
-def _open_log(rec: EvalRecord) -> list[str]:
-    from passnet.record import render_log
-
-    return render_log(rec)
-
-
 def _open_log(path: Path) -> Any:
     """``eval.log`` for appending; a line torn by a kill is ended first, so that the next
     entry starts on a line of its own."""
