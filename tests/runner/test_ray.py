@@ -532,3 +532,38 @@ def test_decompose_writes_the_same_files_on_ray_and_locally_whole_or_in_chunks(
     for other in ("two", "ray", "chunks"):
         assert _tree(tmp_path / other) == whole, other
         assert _records(tmp_path / other) == _records(tmp_path / "one"), other
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k != "elapsed_s"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+@pytest.mark.slow
+def test_generalize_writes_the_same_files_on_ray_and_with_one_or_two_jobs(
+    ray_executor: RayExecutor, tmp_path: Path
+) -> None:
+    """``passnet generalize``'s variants and records are the same with ``--jobs 1``,
+    ``--jobs 2`` and on Ray (timings aside)."""
+    from passnet.dataset import generalize_samples
+
+    samples = [MLP, SAME_FILES_SAMPLES[0]]
+    generalize_samples(samples, tmp_path / "one", root=DEV)
+    generalize_samples(samples, tmp_path / "two", root=DEV, jobs=2)
+    generalize_samples(samples, tmp_path / "ray", root=DEV, executor=ray_executor)
+
+    def files(out: Path) -> dict[str, bytes]:
+        return {k: v for k, v in _tree(out).items() if k != "generalize.jsonl"}
+
+    def records(out: Path) -> list[Any]:
+        text = (out / "generalize.jsonl").read_text().replace(str(out), "OUT")
+        return [_without_timings(json.loads(line)) for line in text.splitlines()]
+
+    whole = files(tmp_path / "one")
+    assert len([f for f in whole if f.endswith("model.py")]) > 4
+    for other in ("two", "ray"):
+        assert files(tmp_path / other) == whole, other
+        assert records(tmp_path / other) == records(tmp_path / "one"), other
