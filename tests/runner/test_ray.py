@@ -16,13 +16,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from passnet.errors import DeviceUnavailable, MissingDependency, PassnetError
+from passnet.evaluate import EvalSettings
 from passnet.record import EvalRecord, compiler_config_hash
 from passnet.runner import (
     EvalJob,
@@ -55,7 +56,8 @@ class ScriptedEvaluations:
     every test: sleep ``seconds``, kill its own process on the first ``die`` attempts, wait
     until evaluations have started in ``meet`` slots (processes or threads; a minute at most).
     Each start and end is appended to ``events.jsonl`` there (which process, device, GPU,
-    the folder it was handed and the files in it)."""
+    the cores it runs on and those it was handed to pin its child to, the folder it was
+    handed and the files in it)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -85,6 +87,7 @@ class ScriptedEvaluations:
         graph_label: str,
         on_stage: Any = None,
         should_stop: Any = None,
+        cores: Sequence[int] = (),
     ) -> EvalRecord:
         plan = json.loads((self.folder / "script.json").read_text()).get(graph_label, {})
         earlier = sum(1 for e in self.events("start") if e["graph"] == graph_label)
@@ -96,6 +99,7 @@ class ScriptedEvaluations:
             device=device,
             gpus=os.environ.get("CUDA_VISIBLE_DEVICES"),
             cores=sorted(os.sched_getaffinity(0)),
+            given=sorted(cores),
             path=str(path),
             files=sorted(p.name for p in Path(path).iterdir()),
         )
@@ -335,10 +339,194 @@ def test_each_worker_is_pinned_to_cores_no_other_worker_holds(
     items = _items(2)
     scripted.script({i.label: {"meet": 2} for i in items})  # one job on each worker
     list(ray_executor.run(_jobs(items)))
-    cores = {e["pid"]: frozenset(e["cores"]) for e in scripted.events("start")}
-    assert len(cores) == 2
-    first, second = cores.values()
-    assert len(first) == len(second) == 1 and not first & second  # cpus_per_job=1
+    starts = scripted.events("start")
+    assert len({e["pid"] for e in starts}) == 2
+    _assert_pinned_apart(starts, scripted.events("end"))
+
+
+def _assert_pinned_apart(starts: list[dict[str, Any]], ends: list[dict[str, Any]]) -> None:
+    """Each job ran pinned to one core (cpus_per_job=1), the one it handed its child, and
+    jobs that ran at once on cores apart. (Jobs scripted to meet run at once unless this
+    machine's cores are all claimed by other runs: then they take turns, never share.)"""
+    ended = {e["graph"]: e["t"] for e in ends}
+    for job in starts:
+        assert len(job["cores"]) == 1 and job["given"] == job["cores"], job
+    for i, one in enumerate(starts):
+        for other in starts[i + 1 :]:
+            at_once = one["t"] < ended[other["graph"]] and other["t"] < ended[one["graph"]]
+            assert not (at_once and set(one["cores"]) & set(other["cores"])), (one, other)
+
+
+CORES = Path(tempfile.gettempdir()) / "passnet-cores"
+"""Where the jobs of this machine claim their cores (a lock file per core)."""
+
+
+def _hold_cores(cores: list[int], folder: Path = CORES) -> list[Any]:
+    """Claim ``cores`` as another job of this machine would (``flock`` on their lock
+    files); a core a job holds now is waited for, half a minute at most."""
+    import fcntl
+
+    folder.mkdir(exist_ok=True)
+    held = []
+    for core in cores:
+        lock = open(folder / f"{core}.lock", "a+")  # noqa: SIM115 - closed by the caller
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    for other in [*held, lock]:
+                        other.close()
+                    holder = (folder / f"{core}.lock").read_text().strip()
+                    pytest.fail(f"core {core} stays claimed (pid {holder}) though no job runs here")
+                time.sleep(0.05)
+        held.append(lock)
+    return held
+
+
+@needs_ray
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_job_claims_its_cores_while_it_runs_and_waits_for_cores_another_holds(
+    ray_executor: RayExecutor, scripted: ScriptedEvaluations
+) -> None:
+    """Cores are claimed per job, not per worker: a worker that runs two jobs one after
+    another runs each pinned; once they are done no core of the machine is claimed (an idle
+    worker, one Ray keeps for the next run, holds none); and jobs that find every core
+    claimed (a worker still exiting, another cluster's job) wait until they are free, then
+    run pinned, never unpinned over cores others hold."""
+    items = _items(4)
+    for item in items[:2]:  # the pool's same worker both times (it is the one idle last)
+        list(ray_executor.run(_jobs([item])))
+    one, two = scripted.events("start")
+    assert one["pid"] == two["pid"]
+    _assert_pinned_apart([one, two], scripted.events("end"))
+    held = _hold_cores(sorted(os.sched_getaffinity(0)))  # no job runs: every core is free
+    released: list[float] = []
+
+    def release() -> None:
+        released.append(time.time())
+        for lock in held:
+            lock.close()
+
+    scripted.script({i.label: {"meet": 2} for i in items[2:]})
+    timer = threading.Timer(1.5, release)
+    timer.start()
+    try:
+        records = list(ray_executor.run(_jobs(items[2:])))
+    finally:
+        timer.cancel()
+        if not released:
+            release()
+    assert len(records) == 2
+    starts = scripted.events("start")
+    assert len(starts) == 2 and all(e["t"] > released[0] for e in starts)
+    assert len({e["pid"] for e in starts}) == 2
+    _assert_pinned_apart(starts, scripted.events("end"))
+
+
+# -- core claims (no cluster needed) ---------------------------------------------------
+
+linux_only = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity")
+
+
+@linux_only
+def test_a_claim_takes_free_cores_all_or_none_the_previous_ones_first(tmp_path: Path) -> None:
+    from passnet.runner._ray import _claim_cores
+
+    def claim(count: int, prefer: tuple[int, ...] = (), wait_s: float = 0.0) -> Any:
+        return _claim_cores(count, range(4), prefer=prefer, wait_s=wait_s, folder=tmp_path)
+
+    first = claim(2)
+    assert first.cores == (2, 3) and not first.problem  # from the last core down
+    second = claim(1, prefer=(3, 0))  # 3 is the first claim's: the free preferred one
+    assert second.cores == (0,)
+    third = claim(2, wait_s=0.3)  # only core 1 is free: none is taken
+    assert third.cores == () and third.waited_s >= 0.3
+    assert "2 of its 4 cores were not free" in third.problem
+    assert f"held by pid {os.getpid()}" in third.problem
+    assert claim(1).cores == (1,)  # the failed claim left core 1 free
+    first.release()
+    assert claim(2).cores == (2, 3)  # released: free again
+    assert "fewer than 5" in claim(5, wait_s=60).problem  # never enough: no wait at all
+
+
+@linux_only
+def test_a_claim_waits_for_its_holder_and_a_killed_holder_leaves_no_claim(
+    tmp_path: Path,
+) -> None:
+    from passnet.runner._ray import _claim_cores
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time\n"
+            "lock = open(sys.argv[1], 'a+')\n"
+            "fcntl.flock(lock, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n",
+            str(tmp_path / "0.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        threading.Timer(0.5, holder.kill).start()  # SIGKILL: it never releases the lock
+        claim = _claim_cores(1, [0], wait_s=60, folder=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert claim.cores == (0,) and 0.4 < claim.waited_s < 30
+    claim.release()
+
+
+@linux_only
+def test_a_worker_runs_each_job_on_cores_it_claims_for_that_job_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's cores are claimed while it evaluates, handed to the evaluation (whose
+    child pins itself there) and released when it ends, even by an exception."""
+    import fcntl
+
+    from passnet.runner import _ray
+
+    monkeypatch.setattr(_ray, "_cores_folder", lambda: tmp_path)
+    seen: list[tuple[list[int], list[int], bool]] = []
+
+    def evaluate(path: Path, *args: Any, cores: Sequence[int] = (), **kwargs: Any) -> Any:
+        (core,) = cores
+        with open(tmp_path / f"{core}.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = False
+            except BlockingIOError:
+                held = True
+        seen.append((sorted(cores), sorted(os.sched_getaffinity(0)), held))
+        raise RuntimeError("the evaluation fails")
+
+    failures: list[BaseException] = []
+
+    def job_on_a_worker() -> None:  # its own thread: the worker pins the calling thread
+        worker = _ray._Worker(evaluate, 1, stages=None)
+        job = EvalJob(_items(1)[0], "eager", settings=EvalSettings(timeout_s=1.0))
+        for _ in range(2):  # a claim not released: the second job would not get the core
+            try:
+                worker.evaluate((0, 0, 0), job, {}, "cpu")
+            except RuntimeError as exc:
+                failures.append(exc)
+
+    thread = threading.Thread(target=job_on_a_worker)
+    thread.start()
+    thread.join()
+    assert len(failures) == 2 and len(seen) == 2
+    (cores, affinity, held), again = seen
+    assert len(cores) == 1 and affinity == cores and held  # claimed while it ran
+    assert again == seen[0]  # released by the failure, and claimed again by the next job
+    last = max(os.sched_getaffinity(0))
+    assert cores == [last]
 
 
 @needs_ray

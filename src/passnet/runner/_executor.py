@@ -69,7 +69,8 @@ class Evaluate(Protocol):
     where nothing can stop the job) is asked while it runs: true when the run stops
     part-way, and the evaluation then ends, raising
     :class:`~passnet.evaluate.EvaluationStopped`. The local executor passes ``prepared``
-    only with prepare workers, ``turns`` and ``cores`` only with ``overlap``."""
+    only with prepare workers, ``turns`` and ``cores`` only with ``overlap``; the Ray
+    executor passes ``cores`` on Linux (the cores the job claimed, or all of its worker's)."""
 
     def __call__(
         self,

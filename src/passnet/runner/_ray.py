@@ -2,13 +2,17 @@
 
 A worker is a Ray actor that owns one slot for as long as the executor lives: on CUDA one
 GPU (``num_gpus=1``: one timing per GPU at a time) and a share of its node's CPU cores;
-on the CPU the cores one evaluation uses. Ray reserves the CPUs only by count, so the
-actor also claims that many cores of its node (a lock file per core, released by the
-kernel when the actor dies) and pins itself to them before its first evaluation: the
-forkserver that forks its evaluation children starts pinned, so their timing thread and
-compile threads stay on the slot's cores, never on another slot's. A Ray *task* per job
-would not do: a worker process reused for a job on another GPU keeps the forkserver,
-and with it the GPU and cores, of its first job.
+on the CPU the cores one evaluation uses. Ray reserves the CPUs only by count, so each
+job also claims that many cores of its node for as long as it runs (a lock file per
+core, held with ``flock``: released when the job ends, however it ends, and by the
+kernel when its worker dies) and runs pinned to them: the evaluation child pins itself
+to the job's cores, so its timing thread and compile threads never meet another job's.
+A job waits for free cores (a worker still exiting, another cluster's job on the same
+node holds them) at most its own timeout, then runs unpinned and the driver warns.
+Claims are the jobs', not the workers': an idle worker, a worker Ray keeps from an
+earlier run, or one of another executor holds no core, and a worker's later job never
+inherits an unpinned start. A Ray *task* per job would not do: a worker process reused
+for a job on another GPU keeps the forkserver, and with it the GPU, of its first job.
 
 The driver ships each sample's files with its job (a sample is a few small text files, and
 a cluster need not share a filesystem); the worker evaluates a copy in a temporary
@@ -36,7 +40,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -123,12 +128,13 @@ class RayExecutor(Executor):
     ``address``: the cluster to join (``HOST:6379``, ``auto`` for the one started on this
     machine with ``ray start``); None starts a local cluster of this machine. A process
     already connected to Ray (``ray.init`` called before) uses that connection.
-    ``cpus_per_job``: the CPUs (Ray's ``num_cpus``, and as many cores claimed and pinned)
-    each evaluation owns; default on CUDA the CPUs of a GPU node divided among its GPUs,
-    on the CPU the jobs' ``num_threads``, or a whole node when that is unset (as a local
-    evaluation uses every core). ``max_workers`` caps the evaluations at once (default:
-    as many as the cluster's GPUs, or CPUs, hold). ``max_retries``: how many more times a
-    job whose worker died runs before it is recorded as a ``runtime_error``.
+    ``cpus_per_job``: the CPUs (Ray's ``num_cpus``, and as many cores each job claims and
+    is pinned to while it runs) each evaluation owns; default on CUDA the CPUs of a GPU
+    node divided among its GPUs, on the CPU the jobs' ``num_threads``, or a whole node
+    when that is unset (as a local evaluation uses every core). ``max_workers`` caps the
+    evaluations at once (default: as many as the cluster's GPUs, or CPUs, hold).
+    ``max_retries``: how many more times a job whose worker died runs before it is
+    recorded as a ``runtime_error``.
     ``init_options`` go to ``ray.init`` (``num_cpus``, ``num_gpus`` of a local cluster).
     """
 
@@ -365,40 +371,109 @@ def _node_facts(paths: list[str]) -> tuple[dict[str, str], list[str]]:
 
 # -- the workers --------------------------------------------------------------------------
 
+_CORES_FOLDER = "passnet-cores"
+"""The node's core claims: ``N.lock`` per core in its temp folder, held with ``flock``."""
+_CLAIM_POLL_S = 0.1
+"""How often a job waiting for free cores tries again."""
 
-def _claim_cores(count: int) -> list[IO[str]]:
-    """Claim ``count`` cores of this node that no other passnet worker holds and pin this
-    process to them; the open lock files hold the claim (the kernel drops it when the
-    process ends). Cores are taken from the last (the kernel and most daemons favour the
-    first ones). Where too few are free, nothing is claimed and the process stays unpinned
-    (as it does off Linux)."""
+
+class _Claim(NamedTuple):
+    """Cores of this node that one job holds while it runs (none: it runs unpinned)."""
+
+    cores: tuple[int, ...]
+    locks: tuple[IO[str], ...] = ()
+    waited_s: float = 0.0
+    problem: str = ""
+    """Why nothing is claimed, where cores were asked for and none are held."""
+
+    def release(self) -> None:
+        """Give the cores back (closing a lock file drops its ``flock``)."""
+        for lock in self.locks:
+            lock.close()
+
+
+def _cores_folder() -> Path:
+    return Path(tempfile.gettempdir()) / _CORES_FOLDER
+
+
+def _claim_cores(
+    count: int,
+    allowed: Sequence[int],
+    *,
+    prefer: Sequence[int] = (),
+    wait_s: float,
+    folder: Path | None = None,
+) -> _Claim:
+    """Claim ``count`` of the ``allowed`` cores that no other job of this node holds, all
+    or none: a lock file per core, held with ``flock``, which the kernel drops when its
+    holder ends however it ends (a killed worker leaves no stale claim). The cores of
+    ``prefer`` (the worker's previous job's) are taken first where free, then the others
+    from the last (the kernel and most daemons favour the first ones). While too few are
+    free (another job, a worker still exiting, another cluster on this node holds them),
+    it tries again every ``_CLAIM_POLL_S`` s, for at most ``wait_s``; then, or where the
+    node has fewer allowed cores than ``count`` or the lock files cannot be made, nothing
+    is claimed and :attr:`_Claim.problem` says why (off Linux too, silently)."""
     if not hasattr(os, "sched_setaffinity"):
-        return []
+        return _Claim(())
     import fcntl
 
-    allowed = sorted(os.sched_getaffinity(0))
-    folder = Path(tempfile.gettempdir()) / "passnet-cores"
-    held: list[tuple[int, IO[str]]] = []
-    try:
-        folder.mkdir(exist_ok=True)
-        for core in reversed(allowed):
-            lock = open(folder / f"{core}.lock", "a")  # noqa: SIM115 - held while the worker lives
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+    if count > len(allowed):
+        return _Claim((), problem=f"this worker may use {len(allowed)} cores, fewer than {count}")
+    folder = folder or _cores_folder()
+    order = [c for c in prefer if c in allowed]
+    order += [c for c in reversed(sorted(allowed)) if c not in order]
+    started = time.monotonic()
+    while True:
+        held: list[tuple[int, IO[str]]] = []
+        busy: list[int] = []
+        try:
+            folder.mkdir(exist_ok=True)
+            for core in order:
+                lock = open(folder / f"{core}.lock", "a+")  # noqa: SIM115 - held for the job
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    lock.close()
+                    busy.append(core)
+                    continue
+                held.append((core, lock))
+                lock.truncate(0)  # the holder, for the messages of jobs that wait for it
+                lock.write(f"{os.getpid()}\n")
+                lock.flush()
+                if len(held) == count:
+                    break
+        except OSError as exc:
+            for _, lock in held:
                 lock.close()
-                continue
-            held.append((core, lock))
-            if len(held) == count:
-                break
-    except OSError as exc:
-        log.warning("cannot claim cores in %s (%s): this worker is not pinned", folder, exc)
-    if len(held) < count:  # the driver warns: it hears from describe() that it is unpinned
+            return _Claim((), problem=f"cannot claim cores in {folder} ({exc})")
+        waited_s = time.monotonic() - started
+        if len(held) == count:
+            cores, locks = zip(*sorted(held))
+            return _Claim(cores, locks, waited_s)
         for _, lock in held:
             lock.close()
-        return []
-    os.sched_setaffinity(0, {core for core, _ in held})
-    return [lock for _, lock in held]
+        if waited_s >= wait_s:
+            holders = _holders(folder, busy)
+            return _Claim(
+                (),
+                waited_s=waited_s,
+                problem=f"{count} of its {len(allowed)} cores were not free for {waited_s:.0f} s"
+                + (f" (held by pid {', '.join(holders)})" if holders else ""),
+            )
+        time.sleep(_CLAIM_POLL_S)
+
+
+def _holders(folder: Path, cores: Sequence[int]) -> list[str]:
+    """The processes that last claimed ``cores`` (as their lock files say), each once."""
+    pids: dict[str, None] = {}
+    for core in sorted(cores):
+        try:
+            pid = (folder / f"{core}.lock").read_text().strip()
+        except OSError:
+            continue
+        if pid.isdigit():
+            pids[pid] = None
+    return list(pids)
 
 
 _SAMPLE_COPY = "passnet-sample-"
@@ -415,13 +490,29 @@ def _sweep_sample_copies() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+class _Outcome(NamedTuple):
+    """What a worker hands back for a job: its record, and the cores it ran on."""
+
+    record: dict[str, Any]
+    cores: tuple[int, ...]
+    waited_s: float
+    """How long the job waited for free cores before it started."""
+    unpinned: str
+    """Why the job ran on every core of the worker, where it asked for some ("" if not)."""
+
+
 class _Worker:
-    """A Ray actor: one evaluation at a time, on its GPU (if any) and its claimed cores."""
+    """A Ray actor: one evaluation at a time, on its GPU (if any) and, for each job, cores
+    it claims for that job alone."""
 
     def __init__(self, evaluate: Evaluate, cores: int, stages: Any) -> None:
         self._evaluate = evaluate
         self._stages = stages
-        self._claim = _claim_cores(cores)
+        self._count = cores
+        self._allowed = (
+            tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+        )
+        self._last: tuple[int, ...] = ()  # the previous job's cores, claimed first if free
         _sweep_sample_copies()
 
     def sweep(self) -> None:
@@ -435,20 +526,42 @@ class _Worker:
             "node": ray.util.get_node_ip_address(),
             "pid": os.getpid(),
             "gpus": [str(g) for g in ray.get_gpu_ids()],
-            "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
-            "pinned": bool(self._claim),
         }
 
     def evaluate(
         self, tag: tuple[int, int, int], job: EvalJob, files: dict[str, bytes], device: str
-    ) -> dict[str, Any]:
+    ) -> _Outcome:
         def heard(stage: str) -> None:
             try:
                 self._stages.put_nowait((tag, stage))
             except Exception:  # noqa: BLE001 - progress only: never fails an evaluation
                 pass
 
-        heard("start")
+        claim = _claim_cores(
+            self._count, self._allowed, prefer=self._last, wait_s=job.settings.timeout_s
+        )
+        try:
+            # Unpinned, the job still names every core: the forkserver (started by an
+            # earlier job) may be pinned to that job's cores, and its children re-pin.
+            cores = claim.cores or self._allowed
+            if cores:
+                os.sched_setaffinity(0, cores)  # what this thread starts (the forkserver)
+            self._last = claim.cores or self._last
+            heard("start")  # the job has its slot now: its GPU and its cores
+            record = self._evaluate_copy(job, files, device, cores, heard)
+        finally:
+            claim.release()
+        return _Outcome(record.to_dict(), claim.cores, claim.waited_s, claim.problem)
+
+    def _evaluate_copy(
+        self,
+        job: EvalJob,
+        files: dict[str, bytes],
+        device: str,
+        cores: tuple[int, ...],
+        heard: Callable[[str], None],
+    ) -> EvalRecord:
+        """Evaluate a copy of the job's sample, handing the evaluation ``cores``."""
         with tempfile.TemporaryDirectory(prefix=f"{_SAMPLE_COPY}{os.getpid()}-") as tmp:
             folder = Path(tmp) / (job.item.path.name or "sample")
             folder.mkdir()
@@ -462,13 +575,14 @@ class _Worker:
                 job.settings,
                 graph_label=job.item.label,
                 on_stage=heard,
+                cores=cores,
             )
         if record.error is not None:  # name the sample as the driver knows it
             err, here, there = record.error, str(folder), str(job.item.path)
             err.message = err.message.replace(here, there)
             err.traceback = err.traceback.replace(here, there)
             err.context = {k: v.replace(here, there) for k, v in err.context.items()}
-        return record.to_dict()
+        return record
 
 
 def _sample_files(path: Path) -> dict[str, bytes]:
@@ -531,16 +645,7 @@ class _Pool:
             raise
         self.place[actor] = _Place(facts["node"], facts["pid"])
         self.idle.append(actor)
-        if not facts["pinned"]:  # the worker's own log stays on its node: said here
-            log.warning(
-                "the Ray worker on %s has not got %d cores no other worker holds: it runs "
-                "unpinned (Ray counts more CPUs on that node than it has free cores)",
-                self.place[actor],
-                self.shape[1],
-            )
-        log.info(
-            "Ray worker on %s: GPUs %s, cores %s", facts["node"], facts["gpus"], facts["cores"]
-        )
+        log.info("Ray worker on %s: GPUs %s", self.place[actor], facts["gpus"])
 
     def kill(self, actor: Any) -> None:
         self.place.pop(actor, None)
@@ -688,7 +793,25 @@ class _Run:
         finally:
             if actor in self.pool.place:  # alive: it answered, a record or an exception
                 self.pool.idle.append(actor)
-        record = record_from_dict(data)
+        where = str(self.pool.place.get(actor, "a worker"))
+        if data.unpinned:  # the worker's own log stays on its node: said here
+            log.warning(
+                "%s ran unpinned on the Ray worker on %s, which had not got %d cores no other "
+                "job holds: %s",
+                job.item.label,
+                where,
+                self.pool.shape[1],
+                data.unpinned,
+            )
+        elif data.waited_s >= _CLAIM_POLL_S:
+            log.info(
+                "%s waited %.1f s for free cores on %s, then ran on cores %s",
+                job.item.label,
+                data.waited_s,
+                where,
+                list(data.cores),
+            )
+        record = record_from_dict(data.record)
         record.device = job.device  # the resume key names the device the user asked for
         return record
 
