@@ -10,7 +10,7 @@ tasks with a train/eval split), and the reference passes' tasks
 
 from __future__ import annotations
 
-from passnet.dataset._bench import BenchResult, BenchTask, build_bench
+from passnet.dataset._bench import BenchResult, BenchTask, build_bench, write_bench_manifest
 from passnet.dataset._catalog import (
     CATALOG_SCHEMA_VERSION,
     COUNT_KEYS,
@@ -164,6 +164,7 @@ __all__ = [
     "trace_parent",
     "validate_sample",
     "validate_samples",
+    "write_bench_manifest",
     "write_graph_sample",
     "write_op_ranges",
 ]
