@@ -560,8 +560,7 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
-    from passnet.dataset import build_bench
-    from passnet.dataset._bench import write_candidate_list
+    from passnet.dataset import LONG_TAIL_CATEGORIES, build_bench, write_candidate_list
 
     if not args.timeout > 0:
         raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
@@ -607,17 +606,18 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(table)
     if result.selection_summary:
-        from passnet.dataset._bench import CATEGORIES
-
         chosen = Table(
-            "kind", "family", *CATEGORIES, title="long-tail selection: eval / candidates"
+            "kind", "family", *LONG_TAIL_CATEGORIES, title="long-tail selection: eval / candidates"
         )
         for kind, summary in result.selection_summary.items():
             for family, counts in summary["families"].items():
                 chosen.add_row(
                     kind,
                     escape(family),
-                    *[f"{counts[c]['eval']}/{counts[c]['candidates']}" for c in CATEGORIES],
+                    *[
+                        f"{counts[c]['eval']}/{counts[c]['candidates']}"
+                        for c in LONG_TAIL_CATEGORIES
+                    ],
                 )
         console.print(chosen)
     for s in result.skipped:

@@ -99,7 +99,7 @@ from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
 from passnet.task import TaskGraph, write_task
 
 __all__ = [
-    "CATEGORIES",
+    "LONG_TAIL_CATEGORIES",
     "MANIFEST_FILE",
     "SELECTION_RULE",
     "BenchCandidate",
@@ -124,7 +124,7 @@ Version 2: splits by kind (``eval-fusible`` ...), relative provenance, file hash
 MANIFEST_FILE = "manifest.json"
 BENCH_NAME = "passbench-gn"
 SELECTION_RULE = "long-tail-v1"
-CATEGORIES = ("wrong", "slow", "marginal", "fast", "unmeasured")
+LONG_TAIL_CATEGORIES = ("wrong", "slow", "marginal", "fast", "unmeasured")
 """Long-tail categories, weakest Inductor result first (the selection's rank order)."""
 SLOW_BELOW = 1.0
 FAST_FROM = 1.2
@@ -283,7 +283,7 @@ class BenchResult:
             selection = {
                 "rule": SELECTION_RULE,
                 "measurements_sha256": list(self.measurements_sha256),
-                "categories": list(CATEGORIES),
+                "categories": list(LONG_TAIL_CATEGORIES),
                 "slow_below": SLOW_BELOW,
                 "fast_from": FAST_FROM,
                 "speedup": "e2e",
@@ -745,7 +745,7 @@ def _select_long_tail(
 
         ranks = {
             t.name: (
-                CATEGORIES.index(measured[t.name].category),
+                LONG_TAIL_CATEGORIES.index(measured[t.name].category),
                 measured[t.name].speedup if measured[t.name].speedup is not None else math.inf,
                 _digest(f"{seed}\n" + "\n".join(t.op_sequence)),
             )
@@ -763,7 +763,7 @@ def _select_long_tail(
         families: dict[str, dict[str, dict[str, int]]] = {}
         for family, members in sorted(by_family.items()):
             counts = families.setdefault(
-                family, {c: {"candidates": 0, "eval": 0} for c in CATEGORIES}
+                family, {c: {"candidates": 0, "eval": 0} for c in LONG_TAIL_CATEGORIES}
             )
             for i, t in enumerate(members):
                 m = measured[t.name]
