@@ -511,6 +511,10 @@ def test_long_tail_selection_from_inductor_records(subgraphs: Path, tmp_path: Pa
     assert chosen[hf[1].name].rank == 0 and chosen[hf[3].name].rank == 1
     assert chosen[pose[1].name].speedup == 1.05 and chosen[pose[1].name].family == "mmpose"
     assert all(t.selection is None for t in result.split("train-fusible"))
+    assert result.warnings == [
+        "fusible: 1 of 9 candidate tasks' representatives have no Inductor record "
+        "(unmeasured: ranked last; measure the --candidates list of this build)"
+    ]
     assert len(result.split("train-fusible")) == len(draft.tasks) - 3
     summary = result.selection_summary["fusible"]
     assert summary["quotas"] == {"mmpose": 1, "transformers-auto-model": 2}

@@ -55,7 +55,7 @@ records:
   below one gets one and the rest is shared again among the others, until every share
   is at least one; the shares are then rounded by largest remainder (ties by family
   name). A share never exceeds the family's candidates (shares are proportional to
-  them; one that would is capped and its rest shared again). Fewer candidates than N
+  them, and N is below their total). Fewer candidates than N
   make them all eval, with a warning; more families than N give one each to the N
   families with most candidates (ties by name). Each family's top-ranked tasks are its
   eval tasks; the rest of the kind trains.
@@ -87,6 +87,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -636,22 +637,21 @@ def allocate_quotas(n: int, counts: Mapping[str, int]) -> dict[str, int]:
     if n < len(families):
         ranked = sorted(families, key=lambda f: (-counts[f], f))
         return {f: int(f in ranked[:n]) for f in families}
+    # Raise shares below one to one, and share the rest again among the others. This
+    # ends with every active share at least one: the shares left sum to at least the
+    # families left (n >= families, each fixed family takes one), so never all are below
+    # one. No share exceeds its family's count: shares are proportional to the counts
+    # and n < total, and largest remainder adds at most one to a share's floor.
     fixed: dict[str, int] = {}
     while True:
         active = [f for f in families if f not in fixed]
-        left = n - sum(fixed.values())
+        left = n - len(fixed)
         weight = sum(counts[f] for f in active)
-        exact = {f: left * counts[f] / weight for f in active}
-        capped = {f: counts[f] for f in active if exact[f] >= counts[f]}
-        floored = {f: 1 for f in active if exact[f] < 1}
-        if capped:
-            fixed.update(capped)  # a family's rest goes to the others
-        elif floored:
-            fixed.update(floored)
-        else:
+        exact = {f: Fraction(left * counts[f], weight) for f in active}  # exact remainders
+        floored = [f for f in active if exact[f] < 1]
+        if not floored:
             break
-        if len(fixed) == len(families):
-            return fixed
+        fixed.update(dict.fromkeys(floored, 1))
     quotas = {f: math.floor(exact[f]) for f in active}
     rest = left - sum(quotas.values())
     for f in sorted(active, key=lambda f: (-(exact[f] - quotas[f]), f))[:rest]:
@@ -742,6 +742,13 @@ def _select_long_tail(
     for kind in sorted({t.kind for t in tasks if t.kind != SINGLE_OP}):
         candidates = [t for t in tasks if t.kind == kind]
         measured = {t.name: _categorize(records.get(t.graphs[0]["graph_hash"])) for t in candidates}
+        matched = sum(1 for t in candidates if t.graphs[0]["graph_hash"] in records)
+        if matched < len(candidates):
+            warnings.append(
+                f"{kind}: {len(candidates) - matched} of {len(candidates)} candidate tasks' "
+                "representatives have no Inductor record (unmeasured: ranked last; measure "
+                "the --candidates list of this build)"
+            )
 
         ranks = {
             t.name: (
