@@ -621,3 +621,31 @@ def test_the_category_of_an_inductor_record() -> None:
     contended = _inductor_record("g", "1" * 64, Status.OK, 0.7, True)
     contended.cpu_contention = CpuContention(0.5, 0.6, 3, 10.0, 10.0, 0.1, True)
     assert _categorize(contended).category == "slow"
+
+
+def test_a_parent_is_named_by_the_decompose_records_else_by_the_folder_layout(
+    subgraphs: Path, tmp_path: Path
+) -> None:
+    """A sample whose decompose record was lost (its subgraphs written) still names its
+    parent by where decompose put them; a subgraph outside any decompose folder has no
+    parent name, and the build says so."""
+    dec = shutil.copytree(subgraphs / "dec", tmp_path / "dec")
+    records = dec / "decompose.jsonl"
+    lines = records.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if MLP.name not in json.loads(line)["name"]]
+    assert len(kept) == len(lines) - 1
+    records.write_text("".join(kept))
+    result = build_bench(dec, tmp_path / "bench", kinds=["fusible"])
+    mlp = [g for t in result.tasks for g in t.graphs if MLP.name in g["source"]]
+    assert mlp and {g["parent"] for g in mlp} == {f"transformers-auto-model/{MLP.name}"}
+    assert not result.warnings
+
+    lone = tmp_path / "lone" / "cut"
+    shutil.copytree(Path(dec / mlp[0]["source"]), lone)
+    alone = build_bench(lone, tmp_path / "alone")
+    (task,) = alone.tasks
+    assert task.graphs[0]["parent"] is None and task.family == "(unknown)"
+    assert alone.warnings == [
+        "1 graph(s) have no parent name: no decompose.jsonl above them names the sample "
+        "they were cut from (their tasks' family is '(unknown)')"
+    ]

@@ -67,7 +67,7 @@ function of the input subgraphs, the records, the seed and the options alone.
 
 Provenance is relative: a graph's ``source`` is its path relative to ``root``, its
 ``parent`` the name its parent sample has in the ``decompose.jsonl`` above it (its path
-relative to the corpus) and its ``range`` the cut ``[start, stop]``; the tree written
+relative to the corpus; else its place in that folder) and its ``range`` the cut ``[start, stop]``; the tree written
 does not depend on the absolute folders it was built from.
 
 Each task is written by :func:`passnet.task.write_task` (the one task writer), and
@@ -545,27 +545,52 @@ def _task_kind(seq: Sequence[str], kinds: Iterable[str]) -> str:
     return order[0] if order else SINGLE_OP
 
 
-def _parent_names(paths: Iterable[str]) -> dict[str, str]:
-    """Parent graph hash -> the parent's name (its path relative to the corpus), from the
-    ``decompose.jsonl`` records found in the folders above the given samples. A hash
-    named twice (the same graph under two names) takes the first name in sorted order."""
-    from passnet.dataset._decompose import read_decompose_manifest
+@dataclass
+class _ParentNames:
+    """Where a subgraph's parent is named: the ``decompose.jsonl`` records found in the
+    folders above the samples (parent graph hash -> name, the parent's path relative to
+    the corpus; a hash named twice takes the first name in sorted order) and the folders
+    holding them (decompose writes ``<folder>/<name>/<kind>/<start>-<stop>/``)."""
 
-    checked: set[Path] = set()
-    found: list[Path] = []
-    for raw in paths:
-        for folder in Path(raw).resolve().parents:
-            if folder in checked:
-                break  # its own parents were checked with it
-            checked.add(folder)
-            if (folder / _DECOMPOSE_RECORDS).is_file():
-                found.append(folder / _DECOMPOSE_RECORDS)
-    names: dict[str, set[str]] = {}
-    for records in sorted(found):
-        for result in read_decompose_manifest(records):
-            if result.graph_hash and result.name:
-                names.setdefault(result.graph_hash, set()).add(result.name)
-    return {h: min(n) for h, n in names.items()}
+    by_hash: dict[str, str]
+    folders: list[Path]
+
+    @classmethod
+    def find(cls, paths: Iterable[str]) -> _ParentNames:
+        from passnet.dataset._decompose import read_decompose_manifest
+
+        checked: set[Path] = set()
+        found: list[Path] = []
+        for raw in paths:
+            for folder in Path(raw).resolve().parents:
+                if folder in checked:
+                    break  # its own parents were checked with it
+                checked.add(folder)
+                if (folder / _DECOMPOSE_RECORDS).is_file():
+                    found.append(folder)
+        names: dict[str, set[str]] = {}
+        for folder in sorted(found):
+            for result in read_decompose_manifest(folder / _DECOMPOSE_RECORDS):
+                if result.graph_hash and result.name:
+                    names.setdefault(result.graph_hash, set()).add(result.name)
+        return cls({h: min(n) for h, n in names.items()}, sorted(found))
+
+    def name(self, g: BenchGraph) -> str | None:
+        """The parent of a subgraph: by its parent's hash in the records, else by where it
+        lies in a decompose output folder (a sample whose record was lost, its subgraphs
+        written); None when neither says."""
+        if g.parent_hash in self.by_hash:
+            return self.by_hash[g.parent_hash]
+        if len(g.unit_range) != 2:
+            return None
+        real = Path(g.path).resolve()
+        cut = f"{g.unit_range[0]:04d}-{g.unit_range[1]:04d}"
+        for folder in self.folders:
+            if folder in real.parents:
+                parts = real.relative_to(folder).parts
+                if len(parts) >= 3 and parts[-2] == g.kind and parts[-1] == cut:
+                    return "/".join(parts[:-2])
+        return None
 
 
 def _write_task(task_dir: Path, task: BenchTask) -> None:
@@ -915,15 +940,19 @@ def build_bench(
     sampled = {
         seq: members for seq, members in sampled.items() if members
     }  # fewer than σ: none kept
-    parents = _parent_names(g.path for members in sampled.values() for g in members)
+    parents = _ParentNames.find(g.path for members in sampled.values() for g in members)
 
     def parent_of(g: BenchGraph) -> str | None:
         if g.parent_hash:
-            return parents.get(g.parent_hash)
+            name = parents.name(g)
+            if name is not None:
+                return name
         origin = by_hash.get(g.variant_of) if g.variant_of else None
         if origin is not None and origin is not g:
-            return parent_of(origin)
-        return None if g.variant_of else relative[g.path]  # a whole graph is its own parent
+            return parent_of(origin)  # a variant: its origin's parent
+        if g.parent_hash or g.variant_of:
+            return None
+        return relative[g.path]  # a whole graph is its own parent
 
     tasks: list[BenchTask] = []
     for seq in sorted(sampled, key=_task_name):
