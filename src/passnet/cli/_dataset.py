@@ -120,9 +120,16 @@ examples:
   passnet bench build subgraphs/ --out bench --catalog catalog.sqlite --overwrite
   passnet bench build subgraphs/ --out draft --sources used.txt   # then: generalize used.txt,
   passnet bench build subgraphs/ variants/ --out bench              # and build with the variants
-Writes OUT/{train,eval}/<task>/ (graph_list.txt, graphs/<dtype>/<shape-bucket>/<graph>/,
-pass_dir/, entry.sh) and OUT/manifest.json. Same inputs and seed give identical files;
-no operator sequence is in both train and eval.
+  passnet bench build run/subgraphs run/variants --out run/bench --candidates run/reps.txt
+  passnet eval run/reps.txt --compiler inductor --device cuda --out run/inductor   # on a GPU
+  passnet bench build run/subgraphs run/variants --out run/bench --overwrite \\
+      --measurements run/inductor/results.jsonl --eval-tasks 200 --version 1
+Writes OUT/{eval,train}-{fusible,classical}/<task>/ and OUT/single-op/<task>/
+(graph_list.txt, graphs/<dtype>/<shape-bucket>/<graph>/, pass_dir/, entry.sh, task.json)
+and OUT/manifest.json (provenance and the SHA-256 of every file). Same inputs, records
+and seed give identical files, wherever they lie; no operator sequence is in both a
+train and an eval split. With --measurements (Inductor records of the representatives
+--candidates lists) the long-tail rule chooses --eval-tasks per kind.
 """
 
 
@@ -553,10 +560,24 @@ def _cmd_generalize(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
-    from passnet.dataset import build_bench
+    from passnet.dataset import LONG_TAIL_CATEGORIES, build_bench, write_candidate_list
 
     if not args.timeout > 0:
         raise PassnetError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.measurements and args.eval_fraction is not None:
+        raise PassnetError(
+            "--eval-fraction and --measurements exclude each other: with measurements the "
+            "long-tail rule chooses --eval-tasks evaluation tasks per kind"
+        )
+    if args.eval_tasks < 0:
+        raise PassnetError(f"--eval-tasks must be 0 or more, got {args.eval_tasks}")
+    out = Path(args.out).resolve()
+    for option, value in (("--candidates", args.candidates), ("--sources", args.sources)):
+        if value and out in Path(value).resolve().parents:
+            raise PassnetError(
+                f"{option} {value} lies inside --out: the benchmark folder holds only what "
+                "its manifest lists"
+            )
     executor = _stage_executor(args)
     with executor, _catalog(args.catalog) as catalog:
         result = build_bench(
@@ -565,8 +586,12 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
             seed=args.seed,
             stride=args.stride,
             eval_fraction=args.eval_fraction,
+            eval_tasks=args.eval_tasks,
+            measurements=args.measurements or (),
             max_graphs_per_task=args.max_graphs,
             kinds=args.kind,
+            root=args.root,
+            version=args.bench_version,
             overwrite=args.overwrite,
             catalog=catalog,
             progress=console.is_terminal,
@@ -574,20 +599,43 @@ def _cmd_bench_build(args: argparse.Namespace, console: Console) -> int:
             isolated=True,
             timeout_s=args.timeout,
         )
-    manifest = result.manifest()
-    table = Table("split", "tasks", "graphs")
-    for split in ("train", "eval"):
+    table = Table("split", "tasks", "graphs", "MB")
+    for split, counts in result.manifest()["splits"].items():
         table.add_row(
-            split, str(manifest["counts"][split]["tasks"]), str(manifest["counts"][split]["graphs"])
+            split, str(counts["tasks"]), str(counts["graphs"]), f"{counts['bytes'] / 1e6:.1f}"
         )
     console.print(table)
+    if result.selection_summary:
+        chosen = Table(
+            "kind", "family", *LONG_TAIL_CATEGORIES, title="long-tail selection: eval / candidates"
+        )
+        for kind, summary in result.selection_summary.items():
+            for family, counts in summary["families"].items():
+                chosen.add_row(
+                    kind,
+                    escape(family),
+                    *[
+                        f"{counts[c]['eval']}/{counts[c]['candidates']}"
+                        for c in LONG_TAIL_CATEGORIES
+                    ],
+                )
+        console.print(chosen)
     for s in result.skipped:
         print_warning(f"skipped {s['path']}: {s['reason']}")
+    for message in result.warnings:
+        print_warning(message)
     console.print(f"written: {args.out} (manifest.json)")
     if args.sources:
         sources = result.sources()
         Path(args.sources).write_text("".join(f"{path}\n" for path in sources))
         console.print(f"the {len(sources)} source samples of the tasks' graphs: {args.sources}")
+    if args.candidates:
+        write_candidate_list(result, args.candidates)
+        console.print(
+            f"the {len(result.representatives())} candidate tasks' representatives: "
+            f"{args.candidates} (measure them with passnet eval {args.candidates} "
+            "--compiler inductor)"
+        )
     return 0
 
 
@@ -870,7 +918,7 @@ def add_commands(subparsers: Any) -> None:
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="COMMAND", required=True)
     p = bench_sub.add_parser(
         "build",
-        help="bucket subgraphs into tasks with a leak-free train/eval split",
+        help="bucket subgraphs into PassBench-GN tasks with leak-free train/eval splits per kind",
         epilog=BENCH_EXAMPLES,
         formatter_class=fmt,
     )
@@ -885,8 +933,40 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "--eval-fraction",
         type=float,
-        default=0.2,
-        help="share of op sequences held out for eval (default: 0.2)",
+        default=None,
+        help="without --measurements: share of each kind's op sequences drawn for eval by "
+        "the seed (default: 0.2)",
+    )
+    p.add_argument(
+        "--measurements",
+        nargs="+",
+        metavar="FILE",
+        help="Inductor records (results.jsonl or results folders of passnet eval "
+        "--compiler inductor on the --candidates list): the long-tail rule chooses the "
+        "eval tasks",
+    )
+    p.add_argument(
+        "--eval-tasks",
+        type=int,
+        default=200,
+        help="with --measurements: eval tasks per kind (default: 200)",
+    )
+    p.add_argument(
+        "--candidates",
+        metavar="FILE",
+        help="also write each non-single-op task's representative graph (in OUT), one per "
+        "line relative to FILE's folder: the list passnet eval measures for --measurements",
+    )
+    p.add_argument(
+        "--root",
+        help="folder the graphs' sources are recorded relative to (default: the common "
+        "folder of the samples' parent folders)",
+    )
+    p.add_argument(
+        "--version",
+        dest="bench_version",
+        default="0",
+        help="the benchmark's version, recorded in manifest.json (default: 0)",
     )
     p.add_argument("--max-graphs", type=int, default=16, help="most graphs per task (default: 16)")
     p.add_argument(

@@ -3,14 +3,21 @@
 Collect: :func:`extract` graphs from live models, :func:`validate_sample` against the
 five constraints, :func:`graph_hash` / :func:`dedup`, and the SQLite :class:`Catalog`.
 Refine: :func:`decompose_samples` (fusible, classical, single-op subgraphs),
-:func:`generalize_sample` (dtype and shape variants), :func:`build_bench` (PassBench
-tasks with a train/eval split), and the reference passes' tasks
+:func:`generalize_sample` (dtype and shape variants), :func:`build_bench` (PassBench-GN
+tasks split by kind, long-tail evaluation tasks), and the reference passes' tasks
 (:func:`build_reference_task`).
 """
 
 from __future__ import annotations
 
-from passnet.dataset._bench import BenchResult, BenchTask, build_bench
+from passnet.dataset._bench import (
+    LONG_TAIL_CATEGORIES,
+    BenchResult,
+    BenchTask,
+    build_bench,
+    write_bench_manifest,
+    write_candidate_list,
+)
 from passnet.dataset._catalog import (
     CATALOG_SCHEMA_VERSION,
     COUNT_KEYS,
@@ -97,6 +104,7 @@ __all__ = [
     "DEFAULT_SHAPE_FACTORS",
     "DEFAULT_TIMEOUT_S",
     "HASH_VERSION",
+    "LONG_TAIL_CATEGORIES",
     "SCOPES",
     "BenchResult",
     "BenchTask",
@@ -164,6 +172,8 @@ __all__ = [
     "trace_parent",
     "validate_sample",
     "validate_samples",
+    "write_bench_manifest",
+    "write_candidate_list",
     "write_graph_sample",
     "write_op_ranges",
 ]
