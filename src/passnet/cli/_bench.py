@@ -166,7 +166,13 @@ def add_bench_commands(bench_sub: Any) -> None:
         epilog=PATH_EXAMPLES,
         formatter_class=fmt,
     )
-    p.add_argument("split", metavar="SPLIT", nargs="?", help=f"one split ({SPLITS_TEXT})")
+    p.add_argument(
+        "split",
+        metavar="SPLIT",
+        nargs="?",
+        help="one split: eval-fusible or eval-classical (the train and single-op splits are "
+        "rebuilt from the corpus, not shipped)",
+    )
     p.set_defaults(func=_cmd_path)
 
     p = bench_sub.add_parser(
