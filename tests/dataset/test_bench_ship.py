@@ -217,7 +217,7 @@ def test_malformed_entries_are_listed_and_the_rest_checked(bench: Path) -> None:
     def edit(m: dict[str, Any]) -> None:
         m["files"]["../outside.txt"] = "0" * 64
         m["files"][MODEL] = "not-a-hash"
-        m["files"]["nosplit/t/x.py"] = "0" * 64
+        m["files"]["manifest.json"] = "0" * 64
         m["tasks"][1]["split"] = "eval"
 
     _edit_manifest(bench, edit)
@@ -225,21 +225,40 @@ def test_malformed_entries_are_listed_and_the_rest_checked(bench: Path) -> None:
     errors = result.manifest_errors
     assert (
         "manifest.json: files['../outside.txt']: must be a relative POSIX path "
-        "<split>/<task>/<file> without . or .." in errors
+        "(<split>/<task>/<file>) without . or .." in errors
     )
     assert (
         f"manifest.json: files[{MODEL!r}]: must be a sha256 in lower-case hex (64 digits), got 'not-a-hash'"
         in errors
     )
-    assert any(
-        e.startswith("manifest.json: files['nosplit/t/x.py']: its split 'nosplit'") for e in errors
-    )
+    assert "manifest.json: files['manifest.json']: the manifest does not list itself" in errors
     assert any(
         e.startswith("manifest.json: tasks[1].split: 'eval' is not in splits") for e in errors
     )
     # the malformed hash's file is then unlisted: extra, not silently accepted
     assert MODEL in result.extra
     assert not result.ok
+
+
+def test_files_outside_the_splits_are_checked_with_every_split(bench: Path) -> None:
+    (bench / "README.md").write_text("PassBench-GN\n")
+    (bench / "notes").mkdir()
+    (bench / "notes" / "build.txt").write_text("built\n")
+    (bench / "notes" / "mine.txt").write_text("not listed\n")
+
+    def edit(m: dict[str, Any]) -> None:
+        m["files"]["README.md"] = _sha(bench / "README.md")
+        m["files"]["notes/build.txt"] = _sha(bench / "notes" / "build.txt")
+        m["files"]["notes/gone.txt"] = "0" * 64
+
+    _edit_manifest(bench, edit)
+    result = verify_bench(bench)
+    assert result.missing == ["notes/gone.txt"] and result.extra == ["notes/mine.txt"]
+    assert result.manifest_errors == [] and result.changed == []
+    (bench / "README.md").write_text("edited\n")
+    assert [c.path for c in verify_bench(bench).changed] == ["README.md"]
+    # a check of some splits does not look outside them
+    assert verify_bench(bench, splits=["eval-fusible"]).ok
 
 
 def test_a_rebuilt_split_against_the_shipped_manifest(tmp_path: Path, bench: Path) -> None:
@@ -364,6 +383,26 @@ def test_a_corrupted_cache_is_unpacked_again(
     (folder / "eval-classical").rename(folder.parent / "elsewhere")
     assert bench_path("eval-classical") == folder / "eval-classical"
     assert len(unpacks) == 2 and verify_bench(folder).ok
+
+
+def test_files_outside_the_splits_ship_too(
+    tmp_path: Path, bench: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (bench / "README.md").write_text("PassBench-GN\n")
+    _edit_manifest(bench, lambda m: m["files"].update({"README.md": _sha(bench / "README.md")}))
+    folder = tmp_path / "package"
+    archive = pack_bench(bench, folder, splits=["eval-classical"])
+    with tarfile.open(archive) as tar:
+        assert {n.split("/")[0] for n in tar.getnames()} == {
+            "README.md",
+            "eval-classical",
+            "manifest.json",
+        }
+    monkeypatch.setattr(passnet.data, "passbench_dir", lambda: folder)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    assert (bench_path() / "README.md").read_text() == "PassBench-GN\n"
+    with pytest.raises(DatasetError, match="split eval-fusible does not ship"):
+        bench_path("eval-fusible")
 
 
 def test_no_half_folder_is_ever_in_place(shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,7 +44,7 @@ examples:
   passnet bench pack bench/ --out dist/ --split eval-fusible
 Writes OUT/<name>-<version>.tar.xz (the splits and manifest.json; sorted members, no
 times or owners: the same folder gives the same bytes) and OUT/manifest.json. The folder
-is verified first; one that does not match its manifest is refused.
+is verified first (splits it lacks aside); one that does not match its manifest is refused.
 """
 
 SHIPPED_LIMIT_BYTES = 40 * 1000 * 1000

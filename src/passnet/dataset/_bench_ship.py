@@ -138,6 +138,10 @@ class BenchManifest:
         """The files of one split, sorted."""
         return sorted(p for p in self.files if p.split("/", 1)[0] == split)
 
+    def top_files(self) -> list[str]:
+        """The files outside every split's folder, sorted (checked when every split is)."""
+        return sorted(p for p in self.files if p.split("/", 1)[0] not in self.splits)
+
 
 def _fatal(manifest: Path, message: str, field_name: str | None = None) -> DatasetError:
     return DatasetError(message, file=manifest, field=field_name)
@@ -225,12 +229,12 @@ def read_bench_manifest(path: str | Path) -> BenchManifest:
             key != PurePosixPath(key).as_posix()
             or key.startswith("/")
             or "\\" in key
-            or len(parts) < 3
+            or not parts
             or any(p in ("", ".", "..") for p in parts)
         ):
-            problem(where, "must be a relative POSIX path <split>/<task>/<file> without . or ..")
-        elif parts[0] not in splits:
-            problem(where, f"its split {parts[0]!r} is not in splits ({', '.join(splits)})")
+            problem(where, "must be a relative POSIX path (<split>/<task>/<file>) without . or ..")
+        elif key == MANIFEST_FILE:
+            problem(where, "the manifest does not list itself")
         elif not isinstance(digest, str) or not _HEX64.fullmatch(digest):
             problem(where, f"must be a sha256 in lower-case hex (64 digits), got {digest!r}")
         else:
@@ -301,7 +305,7 @@ def _consistency(m: BenchManifest) -> list[str]:
         if counts is None:
             continue  # already a problem
         listed = sorted(t.name for t in m.tasks if t.split == split)
-        folders = sorted({p.split("/")[1] for p in m.split_files(split)})
+        folders = sorted({p.split("/")[1] for p in m.split_files(split) if p.count("/") >= 2})
         graphs = sum(len(t.graphs) for t in m.tasks if t.split == split)
         if counts.tasks != len(folders):
             out.append(
@@ -471,6 +475,29 @@ def _check_task_json(root: Path, m: BenchManifest, task: ManifestTask) -> list[s
     return out
 
 
+def _check_files(
+    root: Path, m: BenchManifest, listed: Sequence[str], result: BenchVerification
+) -> tuple[list[str], list[ChangedFile], int]:
+    """Hash the ``listed`` files under ``root`` against the manifest; add what differs to
+    ``result``; return (missing, changed, bytes of the files there)."""
+    missing: list[str] = []
+    changed: list[ChangedFile] = []
+    size = 0
+    for rel in listed:
+        file = root / rel
+        if not file.is_file():
+            missing.append(rel)
+            continue
+        actual = file_sha256(file)
+        result.checked += 1
+        size += file.stat().st_size
+        if actual != m.files[rel]:
+            changed.append(ChangedFile(rel, m.files[rel], actual))
+    result.missing += missing
+    result.changed += changed
+    return missing, changed, size
+
+
 def verify_bench(
     path: str | Path,
     manifest: str | Path | None = None,
@@ -514,21 +541,9 @@ def verify_bench(
         if not folder.is_dir():
             result.splits.append(SplitCheck(split, False, len(listed)))
             continue
-        missing, changed, size, bad_tasks = 0, 0, 0, set()
-        for rel in listed:
-            file = root / rel
-            if not file.is_file():
-                result.missing.append(rel)
-                missing += 1
-                bad_tasks.add(rel.split("/")[1])
-                continue
-            actual = file_sha256(file)
-            result.checked += 1
-            size += file.stat().st_size
-            if actual != m.files[rel]:
-                result.changed.append(ChangedFile(rel, m.files[rel], actual))
-                changed += 1
-                bad_tasks.add(rel.split("/")[1])
+        missing, changed, size = _check_files(root, m, listed, result)
+        # a task whose files differ is reported by them; its task.json is not compared
+        bad_tasks = {PurePosixPath(rel).parts[1] for rel in [*missing, *(c.path for c in changed)]}
         extra = sorted(set(_walk_files(folder, root)) - set(m.files))
         result.extra += extra
         result.splits.append(
@@ -536,9 +551,9 @@ def verify_bench(
                 split,
                 True,
                 len(listed),
-                len(listed) - missing - changed,
-                missing,
-                changed,
+                len(listed) - len(missing) - len(changed),
+                len(missing),
+                len(changed),
                 len(extra),
             )
         )
@@ -552,10 +567,18 @@ def verify_bench(
             if task.split == split and task.name not in bad_tasks:
                 result.manifest_errors += _check_task_json(root, m, task)
     if requested is None:
+        top = m.top_files()
+        _check_files(root, m, top, result)
         for entry in sorted(root.iterdir()):
             if entry.name == MANIFEST_FILE or (entry.name in m.splits and entry.is_dir()):
                 continue
-            result.extra.append(entry.name + ("/" if entry.is_dir() else ""))
+            if not entry.is_dir() or entry.is_symlink():
+                if entry.name not in m.files:
+                    result.extra.append(entry.name)
+            elif any(rel.startswith(f"{entry.name}/") for rel in top):
+                result.extra += sorted(set(_walk_files(entry, root)) - set(m.files))
+            else:  # a folder the manifest knows nothing of: named once
+                result.extra.append(f"{entry.name}/")
     return result
 
 
@@ -595,31 +618,34 @@ def pack_bench(
     """Pack ``splits`` of a benchmark folder into ``out_dir/<name>-<version>.tar.xz`` and
     copy its ``manifest.json`` (every split's files) beside it; return the archive.
 
-    The folder is verified first for those splits (:func:`verify_bench`): a copy that
-    does not match its manifest, or lacks one of the splits, is refused with the
-    problems. The archive holds ``manifest.json`` and exactly the files the manifest
-    lists for the splits, in sorted order, with their folders; every member has mtime
+    The folder is verified first (:func:`verify_bench`; splits it lacks are not
+    checked): a copy that does not match its manifest, or lacks one of ``splits``, is
+    refused with the problems. The archive holds ``manifest.json`` and exactly the files
+    the manifest lists for ``splits`` and outside every split, in sorted order, with
+    their folders; every member has mtime
     0, uid/gid 0, no owner names and a fixed mode (0644, 0755 for executables and
     folders). So the same folder packs to the same bytes (with the same Python and
     liblzma), on any machine and whoever runs it.
     """
     root = Path(bench_dir)
-    splits = (splits,) if isinstance(splits, str) else tuple(splits)
-    check = verify_bench(root, splits=splits)
-    if not check.ok:
+    check = verify_bench(root)
+    m = read_bench_manifest(root / MANIFEST_FILE)
+    splits = _select(m, splits) or ()
+    lacking = [s for s in splits if s not in check.present]
+    if not check.ok or lacking:
         shown = [
             *check.manifest_errors,
             *check.missing,
             *(c.path for c in check.changed),
             *check.extra,
+            *(f"split {s} is not there" for s in lacking),
         ]
         raise DatasetError(
-            f"the benchmark does not match its manifest ({check.summary()}); "
-            f"first: {shown[0] if shown else check.absent[0]} (passnet bench verify {root})",
+            f"the benchmark does not match its manifest ({check.summary()}); first: "
+            f"{shown[0] if shown else 'no split'} (passnet bench verify {root})",
             file=root,
         )
-    m = read_bench_manifest(root / MANIFEST_FILE)
-    files = [rel for split in dict.fromkeys(splits) for rel in m.split_files(split)]
+    files = [*m.top_files(), *(rel for split in splits for rel in m.split_files(split))]
     folders = {p.as_posix() for rel in files for p in PurePosixPath(rel).parents if p.parts}
     members = sorted([MANIFEST_FILE, *folders, *files], key=lambda p: PurePosixPath(p).parts)
     out = Path(out_dir)
@@ -728,15 +754,16 @@ def _cached_copy_intact(target: Path, m: BenchManifest) -> bool:
         splits = json.loads(_stamp(target).read_text(encoding="utf-8"))["splits"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # an unpack that did not finish, or an older layout
-    if not isinstance(splits, list) or not splits or not set(splits) <= set(m.splits):
+    if not isinstance(splits, list) or not splits:
         return False
-    check = verify_bench(target, manifest=m.path, splits=splits)
-    if not check.intact or check.absent:
+    check = verify_bench(target, manifest=m.path)
+    removed = [s for s in splits if s not in check.present]
+    if not check.intact or removed:
         first = [
             *check.missing,
             *(c.path for c in check.changed),
             *check.manifest_errors,
-            *(f"split {s} removed" for s in check.absent),
+            *(f"split {s} removed" for s in removed),
         ]
         log.warning(
             "the cached benchmark %s does not match its manifest (%s; first: %s): unpacking "
@@ -745,7 +772,7 @@ def _cached_copy_intact(target: Path, m: BenchManifest) -> bool:
             check.summary(),
             first[0] if first else "-",
         )
-    return check.intact and not check.absent
+    return check.intact and not removed
 
 
 def _unpack(archive: Path, m: BenchManifest, target: Path) -> None:
