@@ -486,7 +486,11 @@ def test_no_shipped_benchmark_says_how_to_build_it(
     assert not (tmp_path / "cache").exists()
 
 
-def test_the_real_package_ships_no_benchmark_yet_or_a_valid_one() -> None:
+def test_the_shipped_benchmark_unpacks_and_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's own archive, once the benchmark ships: every split in its manifest,
+    the archive within the repository's limit, the evaluation splits unpacked and intact."""
     folder = passnet.data.passbench_dir()
     manifest = folder / "manifest.json"
     if not manifest.is_file():
@@ -495,6 +499,9 @@ def test_the_real_package_ships_no_benchmark_yet_or_a_valid_one() -> None:
     assert (folder / m.archive_name).is_file()
     assert (folder / m.archive_name).stat().st_size <= 40 * 1000 * 1000
     assert set(m.splits) == set(BENCH_SPLITS)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    result = verify_bench(bench_path(), manifest=manifest)
+    assert result.ok and set(EVAL_SPLITS) <= set(result.present), result.summary()
 
 
 def test_splits_that_are_unknown_or_not_shipped(shipped: Path) -> None:
@@ -503,6 +510,15 @@ def test_splits_that_are_unknown_or_not_shipped(shipped: Path) -> None:
     with pytest.raises(DatasetError, match="split train-fusible does not ship") as info:
         bench_path("train-fusible")
     assert "passnet bench verify DIR --manifest" in str(info.value)
+
+
+def test_a_cache_folder_that_cannot_be_written(
+    tmp_path: Path, shipped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(DatasetError, match=f"into the cache folder: .*set {CACHE_DIR_ENV}"):
+        bench_path()
 
 
 def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -845,17 +845,24 @@ def bench_path(split: str | None = None) -> Path:
             f"PassBench-GN {m.version} has no split {split!r} (its splits: {', '.join(m.splits)})"
         )
     root = cache_dir()
-    root.mkdir(parents=True, exist_ok=True)
     target = root / f"{m.name}-{m.version}"
-    with _locked(root / f".{target.name}.lock"):
-        # what a killed unpacker left behind (nobody else unpacks while the lock is held)
-        for stale in root.glob(f".{target.name}.unpack-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        for stale in root.glob(f".{target.name}.old-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        if not _cached_copy_intact(target, m):
-            log.info("unpacking %s into %s", archive, target)
-            _unpack(archive, m, target)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with _locked(root / f".{target.name}.lock"):
+            # what a killed unpacker left behind (nobody else unpacks while the lock is held)
+            for stale in root.glob(f".{target.name}.unpack-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            for stale in root.glob(f".{target.name}.old-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            if not _cached_copy_intact(target, m):
+                log.info("unpacking %s into %s", archive, target)
+                _unpack(archive, m, target)
+    except OSError as exc:
+        raise DatasetError(
+            f"cannot unpack the shipped benchmark into the cache folder: {exc} (set "
+            f"{CACHE_DIR_ENV} to a writable folder)",
+            file=root,
+        ) from exc
     if split is not None and not (target / split).is_dir():
         shipped = [s for s in m.splits if (target / s).is_dir()]
         raise DatasetError(
