@@ -4,6 +4,7 @@ deterministically, unpack the shipped archive once into the cache (bench_path)."
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -457,6 +458,26 @@ def test_a_broken_archive_leaves_nothing(shipped: Path) -> None:
     archive.write_bytes(archive.read_bytes()[:200])
     with pytest.raises(DatasetError, match="cannot unpack the shipped benchmark"):
         bench_path()
+    assert sorted(p.name for p in cache_dir().iterdir()) == [f".passbench-gn-{VERSION}.lock"]
+
+
+@pytest.mark.parametrize("kind", ["outside", "symlink"])
+def test_an_archive_member_that_is_not_a_plain_file_inside_is_refused(
+    tmp_path: Path, shipped: Path, kind: str
+) -> None:
+    archive = shipped / f"passbench-gn-{VERSION}.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        if kind == "outside":
+            info = tarfile.TarInfo("../evil.txt")
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"evil"))
+        else:
+            info = tarfile.TarInfo("eval-fusible")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc"
+            tar.addfile(info)
+    with pytest.raises(DatasetError, match="is not a plain file or folder inside the archive"):
+        bench_path()
+    assert not (cache_dir() / "evil.txt").exists() and not (tmp_path / "evil.txt").exists()
     assert sorted(p.name for p in cache_dir().iterdir()) == [f".passbench-gn-{VERSION}.lock"]
 
 

@@ -722,18 +722,26 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _check_members(tar: tarfile.TarFile, archive: Path) -> None:
-    for member in tar.getmembers():
-        parts = PurePosixPath(member.name).parts
-        if (
-            not (member.isfile() or member.isdir())
-            or member.name.startswith("/")
-            or any(p in ("", ".", "..") for p in parts)
-        ):
-            raise DatasetError(
-                f"member {member.name!r} is not a plain file or folder inside the archive",
-                file=archive,
-            )
+def _extract(archive: Path, into: Path) -> None:
+    """Extract the archive in one pass, each member checked first: a plain file or folder
+    with a relative path that stays inside (also the ``data`` filter's rules, where this
+    Python has them)."""
+    with tarfile.open(archive, "r:xz") as tar:
+        for member in tar:
+            parts = PurePosixPath(member.name).parts
+            if (
+                not (member.isfile() or member.isdir())
+                or member.name.startswith("/")
+                or any(p in ("", ".", "..") for p in parts)
+            ):
+                raise DatasetError(
+                    f"member {member.name!r} is not a plain file or folder inside the archive",
+                    file=archive,
+                )
+            if hasattr(tarfile, "data_filter"):
+                tar.extract(member, into, filter="data")
+            else:  # Python < 3.10.12: checked above
+                tar.extract(member, into)
 
 
 def _stamp(target: Path) -> Path:
@@ -781,12 +789,7 @@ def _unpack(archive: Path, m: BenchManifest, target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.unpack-", dir=target.parent))
     try:
         try:
-            with tarfile.open(archive, "r:xz") as tar:
-                _check_members(tar, archive)
-                if hasattr(tarfile, "data_filter"):
-                    tar.extractall(tmp, filter="data")
-                else:  # Python < 3.10.12: the members were checked above
-                    tar.extractall(tmp)
+            _extract(archive, tmp)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise DatasetError(f"cannot unpack the shipped benchmark: {exc}", file=archive) from exc
         check = verify_bench(tmp, manifest=m.path)
