@@ -6,6 +6,9 @@ Refine: :func:`decompose_samples` (fusible, classical, single-op subgraphs),
 :func:`generalize_sample` (dtype and shape variants), :func:`build_bench` (PassBench-GN
 tasks split by kind, long-tail evaluation tasks), and the reference passes' tasks
 (:func:`build_reference_task`).
+Ship: :func:`verify_bench` (a benchmark folder against its manifest), :func:`pack_bench`
+(the evaluation splits as the package's archive), :func:`bench_path` (the shipped copy,
+unpacked once).
 """
 
 from __future__ import annotations
@@ -17,6 +20,25 @@ from passnet.dataset._bench import (
     build_bench,
     write_bench_manifest,
     write_candidate_list,
+)
+from passnet.dataset._bench_ship import (
+    BENCH_SPLITS,
+    CACHE_DIR_ENV,
+    EVAL_SPLITS,
+    MANIFEST_SCHEMA_VERSIONS,
+    BenchManifest,
+    BenchVerification,
+    ChangedFile,
+    ManifestTask,
+    SplitCheck,
+    SplitCounts,
+    bench_path,
+    cache_dir,
+    file_sha256,
+    pack_bench,
+    read_bench_manifest,
+    shipped_bench,
+    verify_bench,
 )
 from passnet.dataset._catalog import (
     CATALOG_SCHEMA_VERSION,
@@ -96,6 +118,23 @@ from passnet.dataset._validate import (
 from passnet.dataset._variants import cast_sample, dtype_variant, rewrite_dtype_literals
 
 __all__ = [
+    "BENCH_SPLITS",
+    "CACHE_DIR_ENV",
+    "EVAL_SPLITS",
+    "MANIFEST_SCHEMA_VERSIONS",
+    "BenchManifest",
+    "BenchVerification",
+    "ChangedFile",
+    "ManifestTask",
+    "SplitCheck",
+    "SplitCounts",
+    "bench_path",
+    "cache_dir",
+    "file_sha256",
+    "pack_bench",
+    "read_bench_manifest",
+    "shipped_bench",
+    "verify_bench",
     "CATALOG_SCHEMA_VERSION",
     "COUNT_KEYS",
     "DEFAULT_DTYPES",

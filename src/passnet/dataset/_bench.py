@@ -91,6 +91,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
+from passnet.dataset._bench_ship import file_sha256
 from passnet.dataset._catalog import sample_kind, sample_provenance
 from passnet.dataset._layout import resolve_root, sample_names
 from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
@@ -323,13 +324,6 @@ class BenchResult:
         }
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
 
 def write_bench_manifest(out_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
     """Write ``out_dir/manifest.json``: ``manifest`` (without ``files``) plus ``files``, the
@@ -339,7 +333,7 @@ def write_bench_manifest(out_dir: str | Path, manifest: Mapping[str, Any]) -> Pa
     out = Path(out_dir)
     target = out / MANIFEST_FILE
     files = {
-        p.relative_to(out).as_posix(): _file_sha256(p)
+        p.relative_to(out).as_posix(): file_sha256(p)
         for p in sorted(out.rglob("*"))
         if p.is_file() and p != target
     }
@@ -724,7 +718,7 @@ def _read_measurements(files: Sequence[str | Path]) -> tuple[dict[str, Any], lis
     for raw in files:
         path = Path(raw)
         records = load_records(path)
-        digests.append(_file_sha256(path / "results.jsonl" if path.is_dir() else path))
+        digests.append(file_sha256(path / "results.jsonl" if path.is_dir() else path))
         inductor = [r for r in records if r.compiler == "inductor"]
         if not inductor:
             raise DatasetError(
