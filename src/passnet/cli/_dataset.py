@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from passnet.cli import _bench_eval
 from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_error, print_warning
 from passnet.errors import PassnetError, StoreError
@@ -917,3 +918,4 @@ def add_commands(subparsers: Any) -> None:
         "the subgraphs worth generalizing",
     )
     p.set_defaults(func=_cmd_bench_build)
+    _bench_eval.add_commands(bench_sub)
