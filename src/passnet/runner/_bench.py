@@ -12,7 +12,6 @@ belongs to; it is written before any graph runs, so an interrupted run keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from passnet.record import (
 )
 from passnet.runner._executor import Executor
 from passnet.runner._plan import WorkItem
-from passnet.runner._run import RunSummary, run_evaluations
+from passnet.runner._run import run_evaluations
 from passnet.task import Split, Task
 
 __all__ = ["SplitPlan", "SplitSummary", "plan_split", "run_split"]
@@ -129,14 +128,12 @@ def run_split(
     settings: EvalSettings | None = None,
     executor: Executor | None = None,
     console: Console | None = None,
-    on_run: Callable[[RunSummary], None] | None = None,
     **run_options: Any,
 ) -> SplitSummary:
     """Evaluate every graph of a planned split into ``out_dir`` (resuming what is there).
 
     ``run_options`` go to :func:`run_evaluations` as they are (``jobs``,
-    ``prepare_workers``, ``overlap``, ``overlap_scope``, ``echo_logs``); ``on_run`` is
-    called with each run's summary as it ends. Before any graph runs, each configuration is
+    ``prepare_workers``, ``overlap``, ``overlap_scope``, ``echo_logs``). Before any graph runs, each configuration is
     checked and ``tasks.json`` written (a folder holding another benchmark run is refused).
     """
     out = Path(out_dir)
@@ -162,8 +159,6 @@ def run_split(
         by_label.update((r.graph, r) for r in summary.records)
         evaluated += summary.evaluated
         resumed += summary.resumed
-        if on_run is not None:
-            on_run(summary)
     order = [g for t in index.tasks for g in t.graphs]
     records = [by_label[g] for g in order if g in by_label]
     return SplitSummary(index, records, evaluated, resumed, out.resolve())
