@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import passnet.dataset
 from passnet.cli import main
@@ -157,6 +158,18 @@ def test_usage_errors_stop_before_any_work(
     assert main(["bench", "eval", *argv, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_the_machine_lacks_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = _bench(tmp_path)
+    out = tmp_path / "out"
+    argv = ["bench", "eval", str(bench / "eval-fusible"), "--compiler", "eager"]
+    assert main([*argv, "--device", "cuda", "--out", str(out)]) == 2
+    assert "torch sees no CUDA device" in capsys.readouterr().err
+    assert not out.exists()  # not even tasks.json
 
 
 def test_a_split_name_is_the_shipped_benchmarks(

@@ -30,7 +30,7 @@ from passnet.record import (
 )
 from passnet.runner._executor import Executor
 from passnet.runner._plan import WorkItem
-from passnet.runner._run import run_evaluations
+from passnet.runner._run import check_run, run_evaluations
 from passnet.task import Split, Task
 
 __all__ = ["SplitPlan", "SplitSummary", "plan_split", "run_split"]
@@ -133,13 +133,15 @@ def run_split(
     """Evaluate every graph of a planned split into ``out_dir`` (resuming what is there).
 
     ``run_options`` go to :func:`run_evaluations` as they are (``jobs``,
-    ``prepare_workers``, ``overlap``, ``overlap_scope``, ``echo_logs``). Before any graph runs, each configuration is
-    checked and ``tasks.json`` written (a folder holding another benchmark run is refused).
+    ``prepare_workers``, ``overlap``, ``overlap_scope``, ``echo_logs``). Before anything is
+    written, each run is checked (:func:`check_run`: samples, device, configuration) and a
+    folder holding another benchmark run refused; then ``tasks.json`` is written.
     """
     out = Path(out_dir)
     index = plan.index
-    for cfg, _ in plan.runs:
-        check_compiler(index.compiler, cfg)
+    settings = settings or EvalSettings()
+    for cfg, items in plan.runs:
+        check_run(list(items), index.compiler, cfg, device, settings)
     _check_index(out, index)
     write_bench_index(out, index)
     by_label: dict[str, EvalRecord] = {}
