@@ -119,6 +119,29 @@ def test_another_compiler_into_the_same_folder_is_refused(
     assert (out / "results.jsonl").read_bytes() == before
 
 
+def test_a_pass_dir_is_applied_to_every_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from passnet.task import write_manifest
+
+    split = tmp_path / "split"
+    write_task(split / "mlp", [TaskGraph("graphs/float32/0/mlp-iris", MLP)], name="mlp")
+    passes = tmp_path / "passes"
+    passes.mkdir()
+    write_manifest(passes, [])  # no pass: nothing matches
+    out = tmp_path / "out"
+    # nothing could be evaluated (a pass mismatch): exit 1, records and table kept
+    assert (
+        main(["bench", "eval", str(split), "--pass", str(passes), *QUICK, "--out", str(out)]) == 1
+    )
+    (record,) = read_records(out / "results.jsonl")
+    assert (record.compiler, record.status.value) == ("pass_mgr", "pass_mismatch")
+    assert record.compiler_config["pass_dir"] == str(passes.resolve())
+    assert "split: 1 tasks, 1 graphs" in capsys.readouterr().out  # named by its folder
+    score = json.loads((out / "aggregated_score.json").read_text())
+    assert (score["n_graphs"], score["subgraph_correctness_ratio"]) == (1, 0.0)
+
+
 def test_a_pass_dir_is_every_tasks_configuration(tmp_path: Path) -> None:
     from passnet.runner import plan_split
     from passnet.task import write_manifest
