@@ -117,6 +117,15 @@ def test_another_compiler_into_the_same_folder_is_refused(
         "another benchmark run (compiler 'eager' there, 'inductor' now)" in capsys.readouterr().err
     )
     assert (out / "results.jsonl").read_bytes() == before
+    # the same compiler with another configuration: a pass compiler on another pass dir
+    passes = Path(split).parent.parent / "passes"
+    passes.mkdir(exist_ok=True)
+    (passes / "sorted_output_pass_rule_names.json").write_text("[]")
+    other = out.parent / "pass"
+    argv = ["bench", "eval", split, "--compiler", "pass_mgr", "--out", str(other)]
+    assert main([*argv, "--no-timing", "--quiet"]) == 1  # a pass mismatch: nothing ran
+    assert main([*argv, "--pass", str(passes), *QUICK]) == 2
+    assert "another compiler configuration (first task: gnn)" in capsys.readouterr().err
 
 
 def test_a_pass_dir_is_applied_to_every_task(

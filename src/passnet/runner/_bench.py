@@ -112,8 +112,18 @@ def _check_index(out_dir: Path, index: BenchIndex) -> None:
     else:
         there = {t.folder: t for t in found.tasks}
         now = {t.folder: t for t in index.tasks}
-        differ = sorted(set(there) ^ set(now)) or sorted(f for f in now if there[f] != now[f])
-        what = f"the split's tasks differ (first: {differ[0]})" if differ else "it differs"
+        apart = sorted(set(there) ^ set(now))
+        configs = sorted(
+            f
+            for f in now
+            if f in there and there[f].compiler_config_hash != now[f].compiler_config_hash
+        )
+        if apart:
+            what = f"the split's tasks differ (first: {apart[0]})"
+        elif configs:
+            what = f"another compiler configuration (first task: {configs[0]})"
+        else:
+            what = "the tasks' graphs differ"
     raise StoreError(
         f"this folder holds another benchmark run ({what}): use another --out",
         path=out_dir / "tasks.json",
