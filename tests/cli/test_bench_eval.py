@@ -232,3 +232,29 @@ def test_table_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "no such results folder" in capsys.readouterr().err
     assert main(["bench", "table", str(tmp_path), "--tolerance", "3"]) == 2
     assert "--tolerance must be a level" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_a_split_on_the_gpu_with_the_speed_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inductor and eager on a CUDA device, compiled ahead by prepare workers, then several
+    graphs per child: every graph has a device speedup, the table reads them."""
+    bench = _bench(tmp_path)
+    split = str(bench / "eval-fusible")
+    runs = tmp_path / "runs"
+    for compiler, speed in (
+        ("inductor", ["--prepare-workers", "2"]),
+        ("eager", ["--graphs-per-child", "3"]),
+    ):
+        argv = ["bench", "eval", split, "--compiler", compiler, "--device", "cuda", *speed]
+        assert main([*argv, *QUICK, "--out", str(runs / compiler)]) == 0
+        records = read_records(runs / compiler / "results.jsonl")
+        assert len(records) == 3 and all(r.device == "cuda" for r in records)
+        assert all(r.speedup_device for r in records if r.status.ran)
+    table = tmp_path / "t.json"
+    argv = ["bench", "table", str(runs / "eager"), str(runs / "inductor"), "--speedup", "device"]
+    assert main([*argv, "--json", str(table)]) == 0
+    eager, inductor = json.loads(table.read_text())["runs"]
+    assert eager["subgraph_correctness_ratio"] == 1.0
+    assert inductor["n_subgraphs"] == 3 and inductor["n_tasks"] == 2

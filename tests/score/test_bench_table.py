@@ -211,3 +211,13 @@ def test_a_malformed_tasks_json_is_named(tmp_path: Path, document: dict, field: 
         load_bench_runs("x", folder)
     assert err.value.context["field"] == field
     assert err.value.context["file"].endswith("tasks.json")
+
+
+def test_sample_errors_are_left_out_as_scores_leave_them_out() -> None:
+    records = [*_records(), _graph("c", "g1", Status.SAMPLE_ERROR)]
+    row = bench_row(BenchRun("x", records, _index(records)))
+    assert (row.n_subgraphs, row.n_excluded, row.n_expected, row.n_tasks) == (6, 1, 7, 2)
+    assert row.fast_1 == pytest.approx(3 / 6)
+    notes = bench_notes([row])
+    assert any("x: 1 subgraphs left out of N" in n for n in notes)
+    assert not any("a run under way" in n for n in notes)  # every graph has its record

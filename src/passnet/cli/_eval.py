@@ -6,13 +6,16 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
+
+if TYPE_CHECKING:
+    from passnet.evaluate import EvalSettings
 
 __all__ = [
     "add_commands",
@@ -62,7 +65,7 @@ def parse_config(items: Sequence[str]) -> dict[str, Any]:
     return config
 
 
-def eval_settings(args: argparse.Namespace) -> Any:
+def eval_settings(args: argparse.Namespace) -> EvalSettings:
     """The :class:`~passnet.evaluate.EvalSettings` of an evaluating command's options
     (:func:`add_eval_options`); values out of range are a usage error."""
     from passnet.evaluate import EvalSettings

@@ -297,7 +297,8 @@ def bench_notes(rows: Sequence[BenchRow]) -> list[str]:
             )
         if row.n_excluded:
             notes.append(
-                f"{row.name}: {row.n_excluded} sample errors (eager itself fails) left out of N"
+                f"{row.name}: {row.n_excluded} subgraphs left out of N (sample errors: eager "
+                "itself fails; or too large to evaluate), as scores leave them out"
             )
     sets = {row.name: row.graphs for row in rows}
     if len(rows) > 1 and len({frozenset(g) for g in sets.values()}) > 1:
