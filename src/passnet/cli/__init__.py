@@ -2,7 +2,8 @@
 
 One module per command group, registered in pipeline order: :mod:`._eval` (eval,
 samples), :mod:`._score` (score, plot), :mod:`._task` (task), :mod:`._library`
-(library), :mod:`._dataset` (extract ... bench build), :mod:`._agent` (agent run,
+(library), :mod:`._dataset` (extract ... bench build; bench eval and bench
+table from :mod:`._bench_eval`), :mod:`._agent` (agent run,
 agent export, serve). Commands import the library
 when they run, so ``passnet --help`` starts without torch.
 """

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from passnet.cli._bench import add_bench_commands
+from passnet.cli import _bench_eval
 from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_error, print_warning
 from passnet.errors import PassnetError, StoreError
@@ -999,3 +1000,4 @@ def add_commands(subparsers: Any) -> None:
     )
     p.set_defaults(func=_cmd_bench_build)
     add_bench_commands(bench_sub)
+    _bench_eval.add_commands(bench_sub)

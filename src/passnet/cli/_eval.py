@@ -6,7 +6,7 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -14,7 +14,17 @@ from passnet.cli._executors import add_executor_arguments, executor_request, mak
 from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
-__all__ = ["add_commands"]
+if TYPE_CHECKING:
+    from passnet.evaluate import EvalSettings
+
+__all__ = [
+    "add_commands",
+    "add_eval_options",
+    "check_executor_options",
+    "echo_logs",
+    "eval_settings",
+    "parse_config",
+]
 
 EVAL_EXAMPLES = """\
 examples:
@@ -42,7 +52,7 @@ evaluations while it lasts (benchmarks/overlap_cpu_turns.py: without a bound one
 held a loaded 2-core run for minutes)."""
 
 
-def _parse_config(items: Sequence[str]) -> dict[str, Any]:
+def parse_config(items: Sequence[str]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -55,19 +65,17 @@ def _parse_config(items: Sequence[str]) -> dict[str, Any]:
     return config
 
 
-def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+def eval_settings(args: argparse.Namespace) -> EvalSettings:
+    """The :class:`~passnet.evaluate.EvalSettings` of an evaluating command's options
+    (:func:`add_eval_options`); values out of range are a usage error."""
     from passnet.evaluate import EvalSettings
-    from passnet.runner import plan_items, run_evaluations
 
-    if args.prepare_workers < 0:
-        raise PassnetError(f"--prepare-workers must be 0 or more, got {args.prepare_workers}")
-    request = _check_executor_options(args)
     defaults = EvalSettings()
     try:
         # An explicit --warmup / --trials is what is done, nothing more: warm-up calls
         # without a minimum time, and exactly that many timed calls per side (unless
         # --adaptive asks for adaptive repetition on top).
-        settings = EvalSettings(
+        return EvalSettings(
             warmup=defaults.warmup if args.warmup is None else args.warmup,
             trials=defaults.trials if args.trials is None else args.trials,
             min_warmup_s=defaults.min_warmup_s if args.warmup is None else 0.0,
@@ -91,12 +99,26 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise PassnetError(
             f"--warmup/--trials/--timeout/--threads/--graphs-per-child/--max-measure-s: {exc}"
         ) from exc
+
+
+def echo_logs(args: argparse.Namespace, console: Console) -> bool:
+    """Whether to echo each graph's PassNet log: in a file or pipe (entry.sh >> LOG) unless
+    --quiet; on a terminal only when asked (--log-lines): there, progress and one line per
+    graph."""
+    return bool(args.log_lines or (not args.quiet and not console.is_terminal))
+
+
+def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from passnet.runner import plan_items, run_evaluations
+
+    request = check_executor_options(args)
+    settings = eval_settings(args)
     from passnet.evaluate import check_compiler
 
     # An unknown name fails here, listing the known ones; a file.py:Class is imported and
     # checked in a child process, never in this one.
     check_compiler(args.compiler, check_config=False)
-    config = _parse_config(args.config)
+    config = parse_config(args.config)
     runs = _eval_targets(args.paths, args.compiler, config, args.out)
     # Every error of the command stops it before any graph runs: the configuration of
     # each run (a pass compiler's pass_dir and manifest, the packages its passes import)
@@ -112,9 +134,6 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
             )
         planned.append((items, run_config, out_dir, score_dir))
     executor = make_executor(args, request)
-    # The PassNet log of each graph: in a file or pipe (entry.sh >> LOG) unless --quiet; on
-    # a terminal only when asked (--log-lines): there, progress and one line per graph.
-    echo_logs = args.log_lines or (not args.quiet and not console.is_terminal)
     status = 0
     ran = 0
     try:
@@ -132,7 +151,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 overlap_scope=args.overlap_scope,
                 executor=executor,
                 console=console,
-                echo_logs=echo_logs,
+                echo_logs=echo_logs(args, console),
             )
             _print_summary(summary.records, console)
             ran += sum(r.status.ran for r in summary.records)
@@ -161,9 +180,11 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return status
 
 
-def _check_executor_options(args: argparse.Namespace) -> Any:
-    """The executor request of the command; options that do not fit together (here, or
-    for the executor named) stop the command before anything runs."""
+def check_executor_options(args: argparse.Namespace) -> Any:
+    """The executor request of an evaluating command; options that do not fit together
+    (here, or for the executor named) stop the command before anything runs."""
+    if args.prepare_workers < 0:
+        raise PassnetError(f"--prepare-workers must be 0 or more, got {args.prepare_workers}")
     if args.overlap < 1:
         raise PassnetError(f"--overlap must be 1 or more, got {args.overlap}")
     if args.overlap > 1 and not args.device.startswith("cuda"):
@@ -347,26 +368,12 @@ def _cmd_samples(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def add_commands(subparsers: Any) -> None:
-    """Register ``eval`` and ``samples``."""
-    p = subparsers.add_parser(
-        "eval",
-        help="evaluate a compiler on samples or tasks (eager vs compiled, correctness, timing)",
-        epilog=EVAL_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="sample folder, folder searched recursively, list file, or task",
-    )
-    p.add_argument(
-        "--compiler",
-        default="inductor",
-        help="registered compiler name, or path/file.py:Class (imported only in child "
-        "processes) (default: inductor)",
-    )
+def add_eval_options(
+    p: argparse.ArgumentParser, *, compiler_default: str | None, compiler_help: str, out_help: str
+) -> None:
+    """Add the options of an evaluating command (``eval``, ``bench eval``): the compiler,
+    device, timing, executor, output and echo options (:func:`eval_settings` reads them)."""
+    p.add_argument("--compiler", default=compiler_default, help=compiler_help)
     p.add_argument(
         "--device", default="cpu", help="cpu, cuda (all local GPUs) or cuda:N (default: cpu)"
     )
@@ -441,9 +448,7 @@ def add_commands(subparsers: Any) -> None:
         "concurrent evaluations (default: 1; on CUDA: spread over GPUs; with --executor "
         "ray: at most this many, default as many as the cluster's GPUs or CPUs hold)",
     )
-    p.add_argument(
-        "--out", default=None, help="results folder (default: ./passnet-out, or TASK/passnet-out)"
-    )
+    p.add_argument("--out", default=None, help=out_help)
     p.add_argument(
         "--config",
         action="append",
@@ -484,6 +489,29 @@ def add_commands(subparsers: Any) -> None:
         "--quiet",
         action="store_true",
         help="do not echo the PassNet log lines where output is not a terminal (a file, a pipe)",
+    )
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``eval`` and ``samples``."""
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate a compiler on samples or tasks (eager vs compiled, correctness, timing)",
+        epilog=EVAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="sample folder, folder searched recursively, list file, or task",
+    )
+    add_eval_options(
+        p,
+        compiler_default="inductor",
+        compiler_help="registered compiler name, or path/file.py:Class (imported only in "
+        "child processes) (default: inductor)",
+        out_help="results folder (default: ./passnet-out, or TASK/passnet-out)",
     )
     p.set_defaults(func=_cmd_eval)
 

@@ -99,25 +99,53 @@ examples:
   passnet report runs/inductor --out report.html
   passnet report inductor=runs/inductor cudagraphs=runs/cg --out compare.html   # side by side
 The page is self-contained (no network needed to view it): scores per run, S_t/ES_t
-curves, speedup violins, and every graph in one sortable, filterable table.
+curves, speedup violins, and every graph in one sortable, filterable table. Runs of passnet
+bench eval (a tasks.json) also get a leaderboard: PassNet's Table 1 columns, best AS first,
+and each run's speedup distribution.
 """
+
+
+def _named_sources(inputs: list[str]) -> dict[str, str]:
+    """Each ``[NAME=]INPUT`` (a results folder, .jsonl or log file), by name."""
+    sources: dict[str, str] = {}
+    for item in inputs:
+        name, sep, src = item.partition("=")
+        if not sep:
+            name, src = Path(item).name or item, item
+        if name in sources:
+            raise PassnetError(
+                f"two inputs are named {name!r}: name them apart as NAME=INPUT", inputs=item
+            )
+        sources[name] = src
+    return sources
 
 
 def _named_inputs(inputs: list[str]) -> dict[str, list[Any]]:
     """Records of each ``[NAME=]INPUT`` (a results folder, .jsonl or log file), by name."""
     from passnet.score import load_records
 
-    runs: dict[str, list[Any]] = {}
-    for item in inputs:
-        name, sep, src = item.partition("=")
-        if not sep:
-            name, src = Path(item).name or item, item
-        if name in runs:
-            raise PassnetError(
-                f"two inputs are named {name!r}: name them apart as NAME=INPUT", inputs=item
+    return {name: load_records(src) for name, src in _named_sources(inputs).items()}
+
+
+def _leaderboard(
+    sources: dict[str, str], runs: dict[str, list[Any]], interpretation: str
+) -> list[Any]:
+    """The benchmark table rows of the runs that are benchmark runs (a tasks.json)."""
+    from passnet.record import read_bench_index
+    from passnet.score import BenchRun, bench_row
+
+    rows = []
+    for name, src in sources.items():
+        index = read_bench_index(src)
+        if index is None:
+            continue
+        try:
+            rows.append(
+                bench_row(BenchRun(name, runs[name], index, src), interpretation=interpretation)
             )
-        runs[name] = load_records(src)
-    return runs
+        except ValueError as exc:  # nothing scorable yet
+            log.warning("%s: not in the leaderboard (%s)", name, exc)
+    return rows
 
 
 def _scores(runs: dict[str, list[Any]], interpretation: str, *, strict: bool) -> dict[str, Any]:
@@ -159,9 +187,18 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise PassnetError("--out names a folder; give the HTML file to write", file=out)
-    runs = _named_inputs(args.inputs)
+    from passnet.score import load_records
+
+    sources = _named_sources(args.inputs)
+    runs = {name: load_records(src) for name, src in sources.items()}
     reports = _scores(runs, args.interpretation, strict=False)
-    path = write_html_report(runs, reports, out, title=args.title)
+    path = write_html_report(
+        runs,
+        reports,
+        out,
+        title=args.title,
+        leaderboard=_leaderboard(sources, runs, args.interpretation),
+    )
     rows = graph_rows(runs)
     if len(runs) > 1 and not any(len(row.records) > 1 for row in rows):
         print_warning(

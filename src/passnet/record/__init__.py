@@ -6,6 +6,14 @@ runner, scores, reports) speaks in these types; this package imports nothing of
 passnet but :mod:`passnet.status` and :mod:`passnet.errors`.
 """
 
+from passnet.record._bench import (
+    BENCH_INDEX_FILE,
+    BENCH_INDEX_SCHEMA_VERSION,
+    BenchIndex,
+    BenchIndexTask,
+    read_bench_index,
+    write_bench_index,
+)
 from passnet.record._jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_jsonl_tail
 from passnet.record._log import dtype_from_name, render_log
 from passnet.record._logparse import parse_log
@@ -44,6 +52,10 @@ from passnet.record._tolerance import (
 
 __all__ = [
     "BASELINE_T",
+    "BENCH_INDEX_FILE",
+    "BENCH_INDEX_SCHEMA_VERSION",
+    "BenchIndex",
+    "BenchIndexTask",
     "SCHEMA_VERSION",
     "TOLERANCE_LEVELS",
     "CompileCache",
@@ -72,10 +84,12 @@ __all__ = [
     "log_key",
     "parse_log",
     "read_jsonl",
+    "read_bench_index",
     "read_records",
     "record_from_dict",
     "record_from_json",
     "render_log",
     "repair_jsonl_tail",
     "tolerance",
+    "write_bench_index",
 ]

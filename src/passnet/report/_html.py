@@ -1,7 +1,8 @@
 """One self-contained HTML page of one or several runs (``passnet report``).
 
 The page needs nothing but a browser: styles and the small sorting/filtering script are
-inline, figures are inline SVG. Per run: the scores (AS, ES_t and S_t per t, fast_p,
+inline, figures are inline SVG. Benchmark runs (``passnet bench eval``) first get a leaderboard: PassNet's
+Table 1 columns, best AS first, and their speedup distributions. Per run: the scores (AS, ES_t and S_t per t, fast_p,
 correctness ratios, counts per status); the S_t/ES_t curves and the speedup violins of
 all runs; one table of every graph, runs side by side aligned by graph (one row per
 graph_hash, whatever name each run gives it), sortable by any column and filterable; and
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 
 from passnet.record import TOLERANCE_LEVELS, EvalRecord
 from passnet.report._plots import score_curve_figure, speedup_violin_figure
-from passnet.score import ScoreReport
+from passnet.score import SPEEDUP_BINS, BenchRow, ScoreReport, bench_notes
 from passnet.status import Status
 
 __all__ = [
@@ -244,6 +245,8 @@ td:first-child,th:first-child{text-align:left}thead tr:first-child th{text-align
 #graphs.several td.note{max-width:80px}
 .notice{background:#fff4d6;border-radius:6px;padding:6px 10px}
 .figs{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.figs svg{width:600px;max-width:100%;height:auto}
+.dist{display:flex;width:160px;height:12px;border:1px solid #dde2ea}.dist span{display:block;height:100%}
+.swatch{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px}
 .controls{margin:8px 0}input[type=search]{width:320px;padding:4px}dl dt{font-weight:600;margin-top:6px}
 """
 
@@ -277,13 +280,70 @@ _SCRIPT = """
 """
 
 
+_BIN_COLORS = ("#e8a0a0", "#c9dfc1", "#8cc58f", "#3f9a4c")
+
+
+def _distribution_bar(row: BenchRow) -> str:
+    """The correct subgraphs' speedup bins as one stacked bar (widths: shares)."""
+    parts = "".join(
+        f"<span style='width:{100 * share:.2f}%;background:{color}' "
+        f"title='{html.escape(name)}: {n} ({share:.1%})'></span>"
+        for name, n, share, color in zip(
+            SPEEDUP_BINS, row.bins, row.bin_shares(), _BIN_COLORS, strict=True
+        )
+        if n
+    )
+    return f"<div class='dist'>{parts}</div>"
+
+
+def _leaderboard(rows: Sequence[BenchRow]) -> str:
+    """PassNet's Table 1 of the benchmark runs, best AS first, with the speedup distribution
+    of their correct subgraphs."""
+    ranked = sorted(rows, key=lambda r: -r.aggregated_speedup)
+    head = (
+        "<tr><th>#</th><th>run</th><th>split</th><th>N</th><th>fast_1</th><th>Samp. CR</th>"
+        "<th>Sub. CR</th><th>G-mean</th><th>AS</th>"
+        + "".join(f"<th>{html.escape(b)}</th>" for b in SPEEDUP_BINS)
+        + "<th>distribution</th></tr>"
+    )
+    body = []
+    for rank, r in enumerate(ranked, 1):
+        n = str(r.n_subgraphs) + (
+            f"/{r.n_expected}" if r.n_expected not in (None, r.n_subgraphs) else ""
+        )
+        bins = "".join(
+            f"<td>{k} ({share:.1%})</td>" for k, share in zip(r.bins, r.bin_shares(), strict=True)
+        )
+        body.append(
+            f"<tr><td>{rank}</td><td>{html.escape(r.name)}</td><td>{html.escape(r.split or '-')}"
+            f"</td><td>{n}</td><td>{r.fast_1:.1%}</td><td>{r.sample_cr:.1%}</td>"
+            f"<td>{r.subgraph_cr:.1%}</td><td>{_num(r.gmean_speedup)}</td>"
+            f"<td>{r.aggregated_speedup:.3f}</td>{bins}<td>{_distribution_bar(r)}</td></tr>"
+        )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in bench_notes(ranked))
+    legend = " ".join(
+        f"<span class='swatch' style='background:{c}'></span>{html.escape(b)}"
+        for b, c in zip(SPEEDUP_BINS, _BIN_COLORS, strict=True)
+    )
+    return (
+        "<h2>Leaderboard</h2><table id='leaderboard'><thead>"
+        + head
+        + "</thead><tbody>"
+        + "".join(body)
+        + f"</tbody></table><p class='meta'>distribution: {legend}</p><ul class='meta'>{notes}</ul>"
+    )
+
+
 def render_html_report(
     runs: Mapping[str, Sequence[EvalRecord]],
     reports: Mapping[str, ScoreReport | None],
     *,
     title: str = "passnet report",
+    leaderboard: Sequence[BenchRow] = (),
 ) -> str:
-    """The page for ``runs`` (name → records), with each run's score (None: not scorable)."""
+    """The page for ``runs`` (name → records), with each run's score (None: not scorable);
+    ``leaderboard``: the benchmark table rows of the runs that are benchmark runs, shown
+    first, best AS on top."""
     if not runs:
         raise ValueError("no runs to report")
     import passnet
@@ -349,6 +409,7 @@ def render_html_report(
 <style>{_STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
 <p class="meta">{len(names)} run(s), {len(rows)} graphs · passnet {html.escape(passnet.__version__)} · {generated}</p>
+{_leaderboard(leaderboard) if leaderboard else ""}
 <h2>Scores</h2><div class="runs">{summaries}</div>
 <h2>Figures</h2><div class="figs">{"".join(figures)}</div>
 <p class="meta">S_t counts every failure as b; ES_t forgives failures by error class from
@@ -370,9 +431,11 @@ def write_html_report(
     out: str | Path,
     *,
     title: str = "passnet report",
+    leaderboard: Sequence[BenchRow] = (),
 ) -> Path:
     """Write :func:`render_html_report`'s page to ``out`` (folders created); returns the path."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html_report(runs, reports, title=title), encoding="utf-8")
+    page = render_html_report(runs, reports, title=title, leaderboard=leaderboard)
+    path.write_text(page, encoding="utf-8")
     return path

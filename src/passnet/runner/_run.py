@@ -29,7 +29,7 @@ from passnet.sample import (
     sample_digest,
 )
 
-__all__ = ["RunSummary", "check_device", "run_evaluations"]
+__all__ = ["RunSummary", "check_device", "check_run", "run_evaluations"]
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,27 @@ def _pending(
     return todo, done
 
 
+def check_run(
+    items: list[WorkItem],
+    compiler: str,
+    compiler_config: dict[str, Any],
+    device: str,
+    settings: EvalSettings,
+) -> str | None:
+    """Refuse, before anything runs or is written, a run that cannot be: samples of two
+    frameworks or of one the compiler does not compile, a device this machine or the
+    compiler lacks, settings the device cannot honour, a configuration key the compiler
+    does not take. Returns the samples' framework (None for no items)."""
+    framework = check_frameworks(items, compiler, device)
+    check_device(compiler, device, compiler_config, framework=framework or TORCH)
+    problem = settings.device_problem(device)
+    if problem is not None:
+        raise DeviceUnavailable(problem, device=device)
+    # A key the compiler does not take is a mistake in the command, not a column of records.
+    check_compiler(compiler, compiler_config)
+    return framework
+
+
 def run_evaluations(
     items: list[WorkItem],
     *,
@@ -252,13 +273,7 @@ def run_evaluations(
     compiler_config = dict(compiler_config or {})
     settings = settings or EvalSettings()
     console = console or Console(stderr=True)
-    framework = check_frameworks(items, compiler, device)
-    check_device(compiler, device, compiler_config, framework=framework or TORCH)
-    problem = settings.device_problem(device)
-    if problem is not None:
-        raise DeviceUnavailable(problem, device=device)
-    # A key the compiler does not take is a mistake in the command, not a column of records.
-    check_compiler(compiler, compiler_config)
+    framework = check_run(items, compiler, compiler_config, device, settings)
     store = ResultStore(out_dir)
     try:
         todo, done = _pending(store, items, compiler, compiler_config, device, settings)

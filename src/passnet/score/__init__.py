@@ -1,5 +1,19 @@
-"""Scores from records: S_t, ES_t, AS, fast_p, the factored components, score files and tables."""
+"""Scores from records: S_t, ES_t, AS, fast_p, the factored components, score files and tables
+(the benchmark table of PassNet's Table 1 columns too)."""
 
+from passnet.score._bench import (
+    BENCH_TABLE_SCHEMA_VERSION,
+    SPEEDUP_BINS,
+    BenchRow,
+    BenchRun,
+    bench_markdown,
+    bench_notes,
+    bench_row,
+    bench_table,
+    bench_table_dict,
+    load_bench_runs,
+    speedup_bin,
+)
 from passnet.score._io import (
     RESULTS_FILE,
     SCORE_FILE,
@@ -14,23 +28,34 @@ from passnet.score._result import WEIGHT_SCHEMES, Components, ScoreParams, Score
 from passnet.score._table import compare_table, score_table
 
 __all__ = [
+    "BENCH_TABLE_SCHEMA_VERSION",
     "RESULTS_FILE",
     "SCORE_FILE",
+    "SPEEDUP_BINS",
     "WEIGHT_SCHEMES",
+    "BenchRow",
+    "BenchRun",
     "Components",
     "GraphOutcome",
     "ScoreParams",
     "ScoreReport",
     "aggregate_weights",
+    "bench_markdown",
+    "bench_notes",
+    "bench_row",
+    "bench_table",
+    "bench_table_dict",
     "compare_table",
     "compute_scores",
     "default_group_of",
     "factored_score",
     "gmean",
+    "load_bench_runs",
     "load_records",
     "read_score",
     "rectified_speedup",
     "score_table",
+    "speedup_bin",
     "split_by_run",
     "write_score",
 ]

@@ -105,6 +105,38 @@ def aggregate_weights(
     return weights
 
 
+def scored_outcomes(
+    outcomes: Iterable[GraphOutcome], *, count_sample_errors: bool = False
+) -> list[GraphOutcome]:
+    """The outcomes a score counts in N: never a graph too large to evaluate; a broken
+    sample (eager itself fails) only with ``count_sample_errors``."""
+    return [
+        o
+        for o in outcomes
+        if o.status is not Status.TOO_LARGE
+        and (count_sample_errors or o.status is not Status.SAMPLE_ERROR)
+    ]
+
+
+def correct_speedups(outcomes: Iterable[GraphOutcome], t: int) -> list[float]:
+    """The speedups of the graphs correct at tolerance level t with a usable speedup."""
+    return [o.speedup for o in outcomes if o.scores_speedup_at(t) and o.speedup is not None]
+
+
+def subgraph_correctness(outcomes: Sequence[GraphOutcome], t: int) -> float:
+    """The fraction of graphs whose outputs are allclose at t (timing not required)."""
+    return sum(1 for o in outcomes if o.correct_at(t)) / len(outcomes)
+
+
+def sample_correctness(outcomes: Iterable[GraphOutcome], t: int) -> tuple[float, int]:
+    """(fraction of groups, tasks or samples, whose graphs are all allclose at t; number
+    of groups)."""
+    groups: dict[str, bool] = {}
+    for o in outcomes:
+        groups[o.group] = groups.get(o.group, True) and o.correct_at(t)
+    return sum(groups.values()) / len(groups), len(groups)
+
+
 def _components(
     outcomes: Sequence[GraphOutcome], t: int, params: ScoreParams, error_aware: bool
 ) -> Components:
@@ -222,12 +254,7 @@ def compute_scores(
     all_outcomes = [_to_outcome(i, speedup_kind, group_of) for i in items]
     counts = Counter(o.status.value for o in all_outcomes)
     # Never scored: a graph too large to evaluate; by default, a broken sample either.
-    scored = [
-        o
-        for o in all_outcomes
-        if o.status is not Status.TOO_LARGE
-        and (count_sample_errors or o.status is not Status.SAMPLE_ERROR)
-    ]
+    scored = scored_outcomes(all_outcomes, count_sample_errors=count_sample_errors)
     n_excluded = len(all_outcomes) - len(scored)
     if not scored:
         raise ValueError(
@@ -263,10 +290,8 @@ def compute_scores(
     score = math.exp(math.fsum(w * es_log[t] for t, w in level_weights.items()) / total_weight)
 
     n = len(scored)
-    baseline = [o.speedup for o in scored if o.scores_speedup_at(BASELINE_T)]
-    groups: dict[str, bool] = {}
-    for o in scored:
-        groups[o.group] = groups.get(o.group, True) and o.correct_at(BASELINE_T)
+    baseline = correct_speedups(scored, BASELINE_T)
+    sample_ratio, n_groups = sample_correctness(scored, BASELINE_T)
 
     return ScoreReport(
         id=score_id,
@@ -278,9 +303,9 @@ def compute_scores(
         fast_p=sum(1 for v in baseline if v > p_fast) / n,
         fast_0=sum(1 for v in baseline if v > 0) / n,
         gmean_speedup=gmean(baseline) if baseline else None,
-        subgraph_correctness_ratio=sum(1 for o in scored if o.correct_at(BASELINE_T)) / n,
-        sample_correctness_ratio=sum(groups.values()) / len(groups),
-        n_samples=len(groups),
+        subgraph_correctness_ratio=subgraph_correctness(scored, BASELINE_T),
+        sample_correctness_ratio=sample_ratio,
+        n_samples=n_groups,
         counts={st.value: counts.get(st.value, 0) for st in Status},
         params=params,
         n_graphs=n,

@@ -1,8 +1,10 @@
 """The PassBench task layout (docs/passes.md): write (:func:`write_task`, the one writer every
 task creator uses), create from samples, load and check task folders, and the rule-order
-manifest of a pass directory (``sorted_output_pass_rule_names.json``)."""
+manifest of a pass directory (``sorted_output_pass_rule_names.json``), and a benchmark
+split (a folder of task folders)."""
 
 from passnet.task._manifest import MANIFEST_FILE, read_manifest, write_manifest
+from passnet.task._split import BENCH_MANIFEST, Split, find_split, load_split
 from passnet.task._task import (
     ENTRY_SCRIPT,
     TASK_COMPILER,
@@ -17,8 +19,10 @@ from passnet.task._task import (
 )
 
 __all__ = [
+    "BENCH_MANIFEST",
     "ENTRY_SCRIPT",
     "MANIFEST_FILE",
+    "Split",
     "TASK_COMPILER",
     "TASK_FILE",
     "TASK_SCHEMA_VERSION",
@@ -26,6 +30,8 @@ __all__ = [
     "TaskError",
     "TaskGraph",
     "create_task",
+    "find_split",
+    "load_split",
     "load_task",
     "read_manifest",
     "write_manifest",
