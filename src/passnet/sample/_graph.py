@@ -4,7 +4,7 @@ node locations, and the graph's custom operators.
 ``model.py`` is the code Dynamo generated, so :func:`torch.fx.symbolic_trace`
 reproduces the calls Dynamo recorded (``torch.sum``, ``Tensor.sum``,
 ``torch._C._nn.linear``, ``operator.getitem`` with slices, ...) without running
-Dynamo again — except for two kinds of calls that it cannot keep as they stand:
+Dynamo again — except for the calls that it cannot keep as they stand:
 
 * **factory calls with constant arguments** (``torch.arange(0, 12)``,
   ``torch.zeros(...)``, ``torch.full(...)``): FX runs them at trace time and keeps
@@ -19,6 +19,10 @@ Dynamo again — except for two kinds of calls that it cannot keep as they stand
   ``model.py`` and runs all of them.
 * ``torch._check`` and its relatives demand a real ``bool``; they are kept as leaf
   calls (they run, as checks, when the graph runs).
+* ``torch.Size([s0, s0])`` with ``SymInt`` parameters of a dynamic sample (an
+  ``interpolate`` size): ``torch.Size`` takes only ints, so with a traced dim it is
+  recorded as a ``torch.Size`` node (inside ``model.py``, ``torch.Size`` is then a
+  function, not the class: ``isinstance(x, torch.Size)`` there is not supported).
 
 Only the sample's own module namespace sees the substitutions (its global
 ``torch`` is replaced by a view during the trace): torch itself is never patched,
@@ -190,6 +194,12 @@ class SampleTracer(torch.fx.Tracer):
 
         return call
 
+    def _size(self, *args: Any) -> Any:
+        """``torch.Size`` inside ``model.py``: a node when a dim is traced, else the real one."""
+        if _has_proxy(args, {}):
+            return self.create_proxy("call_function", torch.Size, args, {})
+        return torch.Size(*args)
+
     @contextlib.contextmanager
     def _torch_view(self, root: Any) -> Iterator[None]:
         # a module's forward, or a plain function (a pass's pattern)
@@ -213,6 +223,9 @@ class SampleTracer(torch.fx.Tracer):
             for name in names
             if hasattr(torch, name)
         }
+        # ``torch.Size([s0, s0])`` (an ``interpolate`` size, as Dynamo writes it for a dynamic
+        # sample) is built from SymInt parameters: a node, since Size() takes only ints
+        overrides["Size"] = self._size
         predispatch = _functorch_predispatch()
         if predispatch is not None:
             calls = {
