@@ -1,15 +1,141 @@
-"""Decomposing graphs with constructs of real corpus samples: ``torch.Size`` built from
-``SymInt`` dims."""
+"""Decomposing graphs with constructs of real corpus samples: transformers' ``vmap``
+mask construction (functorch regions) and ``torch.Size`` built from ``SymInt`` dims."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 
-from passnet.dataset import SubgraphStatus, decompose_sample
+from passnet.dataset import SubgraphStatus, decompose_sample, extract
+from passnet.dataset._lockstep import load_module, run_lockstep
+from passnet.dataset._subgraph import (
+    OpRange,
+    SubgraphError,
+    extract_subgraph,
+    trace_parent,
+    unit_ranges,
+)
 from passnet.sample import TensorMeta, load_sample, trace_sample, write_sample
+from tests.dataset.test_decompose import make_toy
+from tests.dataset.tiny_models import VmapMask, build, inputs_for
+
+CORPUS = Path("/work/corpus")
+POLYCODER = CORPUS / "transformers-auto-model" / "PolyCoder-160M"
+
+
+@pytest.fixture(scope="module")
+def vmap_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:class:`VmapMask` extracted by Dynamo: its ``vmap`` becomes ``_vmap_increment_nesting``,
+    ``_add_batch_dim`` ... ``_remove_batch_dim``, ``_vmap_decrement_nesting`` calls."""
+    torch._dynamo.reset()
+    model = build(VmapMask)
+    ex = extract(model, name="vmap", out=tmp_path_factory.mktemp("vmap"))
+    with torch.no_grad():
+        ex(*inputs_for(model))
+    torch._dynamo.reset()
+    (path,) = ex.samples
+    assert "_add_batch_dim" in (path / "model.py").read_text()
+    return path
+
+
+@pytest.fixture(scope="module", params=["predispatch", "torch._C"])
+def vmap_spellings(
+    request: pytest.FixtureRequest, vmap_sample: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """:func:`vmap_sample`, and the same graph as an older torch's Dynamo wrote it
+    (``torch._C._functorch`` calls; 10 corpus samples, whisper-base among them)."""
+    if request.param == "predispatch":
+        return vmap_sample
+    sample = load_sample(vmap_sample)
+    source = sample.model_source.replace(
+        "torch._functorch.predispatch.lazy_load_decompositions",
+        "torch._functorch.vmap.lazy_load_decompositions",
+    ).replace("torch._functorch.predispatch.", "torch._C._functorch.")
+    assert "predispatch" not in source
+    return write_sample(
+        tmp_path_factory.mktemp("vmap_c") / "vmap", source, list(sample.metas.values())
+    )
+
+
+def _region(parent) -> tuple[int, int]:
+    inside = [u.index for u in parent.units if "_functorch." in u.op]
+    return inside[0], inside[-1] + 1
+
+
+def test_a_vmap_region_is_atomic(vmap_spellings: Path) -> None:
+    parent = trace_parent(vmap_spellings)
+    start, stop = _region(parent)
+    # the calls that set functorch's state are units, so the region's subgraph makes them
+    assert parent.units[start].op.endswith("lazy_load_decompositions")
+    assert parent.units[start + 1].op.endswith("_vmap_increment_nesting")
+    assert parent.units[stop - 1].op.endswith("_vmap_decrement_nesting")
+    assert parent.cut_allowed(start) and parent.cut_allowed(stop)
+    assert not any(parent.cut_allowed(c) for c in range(start + 1, stop))
+    add_batch_dim = next(u.index for u in parent.units if u.op.endswith("_add_batch_dim"))
+    with pytest.raises(SubgraphError, match="inside a functorch vmap/jvp region"):
+        extract_subgraph(parent, OpRange(add_batch_dim, stop))
+    assert OpRange(start, stop) in unit_ranges(parent)  # one single-op candidate
+    region = extract_subgraph(parent, OpRange(start, stop))
+    (check,), _ = run_lockstep(parent, [region], feed_forward=False)
+    assert check.ok, check.reason
+    assert torch._C._functorch.maybe_current_level() is None
+
+
+def test_a_sample_with_a_vmap_region_decomposes_and_its_region_is_a_sample(
+    vmap_spellings: Path, tmp_path: Path
+) -> None:
+    result = decompose_sample(
+        vmap_spellings, tmp_path / "out", ["fusible", "classical", "single-op"]
+    )
+    assert result.status == "ok", result.errors
+    assert torch._C._functorch.maybe_current_level() is None
+    parent = trace_parent(vmap_spellings)
+    start, stop = _region(parent)
+    region = next(r for r in result.subgraphs if r.kind == "single-op" and r.start == start)
+    assert region.stop == stop and region.status is SubgraphStatus.WRITTEN, region.reason
+    assert result.count("single-op", SubgraphStatus.WRITTEN) >= 5
+    inside = [
+        r for r in result.subgraphs if start < r.start < stop or start < r.stop < stop
+    ]  # no written range starts or stops inside the region
+    assert all(r.status is not SubgraphStatus.WRITTEN for r in inside)
+    # standalone, on replayed inputs (the padding mask and the index ranges are small
+    # integer values, kept literally): the causal and padding mask
+    sample = load_sample(region.path)
+    inputs = dict(zip(sample.param_names, sample.replay_inputs("cpu", seed=0), strict=True))
+    with torch.no_grad():
+        (got,) = sample.build_module("cpu")(*inputs.values())
+    assert torch._C._functorch.maybe_current_level() is None
+    (padding,) = [v for v in inputs.values() if v.dtype == torch.bool]
+    assert torch.equal(padding, torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]).bool())
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert torch.equal(got, causal & padding[:, None, :])
+
+
+def test_lockstep_never_compares_batched_tensors_and_other_ranges_still_pass(
+    tmp_path: Path,
+) -> None:
+    # a range returning a functorch batched tensor (a cut inside a vmap region) failed the
+    # whole sample: torch.equal has no batching rule
+    parent = trace_parent(make_toy(tmp_path / "toy"))
+    subs = [extract_subgraph(parent, OpRange(0, 1)), extract_subgraph(parent, OpRange(1, 2))]
+
+    def factory(sub):
+        module = load_module(sub.model_source, "cpu")
+        if sub.range.start != 0:
+            return module
+        # the same logical values as the parent's, batched at functorch level 1
+        return lambda *a: tuple(
+            torch._C._functorch._add_batch_dim(v.unsqueeze(0), 0, 1) for v in module(*a)
+        )
+
+    checks, _ = run_lockstep(parent, subs, feed_forward=False, module_factory=factory)
+    by_start = {c.range.start: c for c in checks}
+    assert not by_start[0].ok and "vmap-batched tensor" in by_start[0].reason
+    assert by_start[1].ok, by_start[1].reason
+
 
 SIZE_SOURCE = textwrap.dedent(
     """\
@@ -62,3 +188,21 @@ def test_a_size_built_from_symint_dims_traces_and_decomposes(tmp_path: Path) -> 
     assert up.status is SubgraphStatus.WRITTEN, up.reason
     source = (Path(up.path) / "model.py").read_text()
     assert "s0: torch.SymInt" in source and "torch.Size([s0, s0])" in source
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not POLYCODER.is_dir(), reason="the torch corpus is not here")
+def test_a_real_transformers_sample_with_vmap_masks_decomposes(tmp_path: Path) -> None:
+    result = decompose_sample(POLYCODER, tmp_path / "out", ["fusible", "classical", "single-op"])
+    assert result.status == "ok", result.errors
+    regions = [
+        r
+        for r in result.subgraphs
+        if r.status is SubgraphStatus.WRITTEN and any("_add_batch_dim" in op for op in r.ops)
+    ]
+    assert regions and all(
+        r.ops[0].endswith("lazy_load_decompositions")
+        and r.ops[-1].endswith("_vmap_decrement_nesting")
+        for r in regions
+    )
+    assert result.count(status=SubgraphStatus.WRITTEN) >= 50
