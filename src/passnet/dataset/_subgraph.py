@@ -12,9 +12,10 @@ place). Everything else is attached:
   stay symbolic instead of turning into baked-in integers;
 * nodes without a value and without an effect on values (``_set_grad_enabled``)
   are dropped;
-* ``torch._functorch.predispatch`` calls (a ``vmap``'s nesting, ``_add_batch_dim``,
-  ``_remove_batch_dim``, as Dynamo writes transformers' mask construction) are units
-  whatever they return: they change functorch's state, which the units after them need.
+* ``torch._functorch.predispatch`` (or ``torch._C._functorch``) calls (a ``vmap``'s
+  nesting, ``_add_batch_dim``, ``_remove_batch_dim``, as Dynamo writes transformers'
+  mask construction) are units whatever they return: they change functorch's state,
+  which the units after them need.
 
 An :class:`OpRange` is a half-open range of units. Its subgraph takes as inputs
 every value defined before the range and used inside it (parent placeholders,
@@ -270,7 +271,7 @@ class ParentGraph:
 
 _CROSSING = "a non-tensor value crosses the cut"
 _IN_FUNCTORCH_REGION = (
-    "the cut is inside a functorch vmap/jvp region (its values are batched tensors)"
+    "a functorch vmap/jvp region (whose values are batched tensors) spans the cut"
 )
 
 
