@@ -1,5 +1,6 @@
 """Decomposing graphs with constructs of real corpus samples: transformers' ``vmap``
-mask construction (functorch regions) and ``torch.Size`` built from ``SymInt`` dims."""
+mask construction (functorch regions), masks filled with the dtype's minimum, and
+``torch.Size`` built from ``SymInt`` dims."""
 
 from __future__ import annotations
 
@@ -15,10 +16,18 @@ from passnet.dataset._subgraph import (
     OpRange,
     SubgraphError,
     extract_subgraph,
+    tensor_meta_from_value,
     trace_parent,
     unit_ranges,
 )
-from passnet.sample import TensorMeta, load_sample, trace_sample, write_sample
+from passnet.sample import (
+    ParamUsage,
+    TensorMeta,
+    load_sample,
+    replay_value,
+    trace_sample,
+    write_sample,
+)
 from tests.dataset.test_decompose import make_toy
 from tests.dataset.tiny_models import VmapMask, build, inputs_for
 
@@ -137,6 +146,21 @@ def test_lockstep_never_compares_batched_tensors_and_other_ranges_still_pass(
     by_start = {c.range.start: c for c in checks}
     assert not by_start[0].ok and "vmap-batched tensor" in by_start[0].reason
     assert by_start[1].ok, by_start[1].reason
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_statistics_of_a_mask_at_the_dtype_minimum_replay(dtype: torch.dtype) -> None:
+    # transformers' float masks hold finfo(dtype).min: rounded to 4 digits, float32's
+    # -3.4028e38 became -3.403e38, past the float32 range, and every subgraph taking such
+    # a mask failed "does not run on replayed inputs" (528 of jhu-clsp_ettin-decoder-150m's)
+    info = torch.finfo(dtype)
+    mask = torch.zeros(1, 1, 10, 10).masked_fill(torch.ones(10, 10).triu(1).bool(), info.min)
+    meta = tensor_meta_from_value("where", mask.to(dtype))
+    assert float(info.min) <= meta.min_val <= 0.999 * float(info.min) and meta.max_val == 0.0
+    assert float(info.min) <= meta.mean < 0
+    values = replay_value(meta, ParamUsage(), seed=0, is_symint=False)
+    assert values.dtype == dtype and values.shape == (1, 1, 10, 10)
+    assert bool(torch.isfinite(values).all())
 
 
 SIZE_SOURCE = textwrap.dedent(

@@ -859,12 +859,19 @@ def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") 
             flat = flat[finite]
         std, mean = torch.std_mean(flat) if flat.numel() > 1 else (None, None)
     if flat.numel():
+        # Rounding can carry a value past the dtype's largest finite one (a mask filled with
+        # finfo(float32).min, -3.4028e38, rounds to -3.403e38), which replay cannot draw.
+        info = torch.finfo(dtype)
+
+        def rounded(value: float) -> float:
+            return min(max(round_statistic(value), info.min), info.max)
+
         if flat.numel() > 1:
-            meta.mean, meta.std = round_statistic(float(mean)), round_statistic(float(std))
+            meta.mean, meta.std = rounded(float(mean)), round_statistic(float(std))
         else:
-            meta.mean, meta.std = round_statistic(float(flat[0])), 0.0
+            meta.mean, meta.std = rounded(float(flat[0])), 0.0
         lo, hi = torch.aminmax(flat)
-        meta.min_val, meta.max_val = round_statistic(float(lo)), round_statistic(float(hi))
+        meta.min_val, meta.max_val = rounded(float(lo)), rounded(float(hi))
     if numel <= FLOAT_DATA_MAX_NUMEL:
         meta.data = [float(v) for v in t.double().flatten().tolist()]
     return meta
