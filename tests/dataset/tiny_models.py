@@ -95,6 +95,31 @@ class ScaledNorm(nn.Module):
         return F.layer_norm(x, (6,), self.weight, None, self.eps) + x.shape[0]
 
 
+class VmapMask(nn.Module):
+    """transformers' attention-mask construction: a causal and padding mask built by
+    ``torch.vmap`` over batch, query and key indices (Dynamo writes the ``vmap`` as
+    ``torch._functorch.predispatch`` calls), then masked attention scores."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        padding = attention_mask.to(torch.bool)
+
+        def allowed(batch: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return (kv <= q) & padding[batch, kv]
+
+        over_kv = torch.vmap(allowed, in_dims=(None, None, 0))
+        over_q = torch.vmap(over_kv, in_dims=(None, 0, None))
+        mask = torch.vmap(over_q, in_dims=(0, None, None))(
+            torch.arange(b), torch.arange(t), torch.arange(t)
+        )
+        scores = self.proj(x) @ x.transpose(1, 2)
+        return scores.masked_fill(~mask, -1e4).softmax(-1) @ x
+
+
 def inputs_for(model: nn.Module) -> tuple[torch.Tensor, ...]:
     """Deterministic example inputs for each tiny model."""
     g = torch.Generator().manual_seed(0)
@@ -105,6 +130,10 @@ def inputs_for(model: nn.Module) -> tuple[torch.Tensor, ...]:
         mask = torch.ones(2, 7, dtype=torch.int64)
         mask[1, 5:] = 0
         return ids, mask
+    if isinstance(model, VmapMask):
+        mask = torch.ones(2, 5, dtype=torch.int64)
+        mask[1, 3:] = 0
+        return torch.randn(2, 5, 4, generator=g), mask
     if isinstance(model, ScaledNorm):
         return (torch.randn(3, 6, generator=g),)
     return (torch.randn(2, 4, generator=g),)

@@ -67,6 +67,7 @@ from passnet.record import ErrorInfo, read_jsonl
 from passnet.sample import (
     Constraints,
     TensorMeta,
+    functorch_levels_kept,
     load_sample,
     replay_cache,
     write_sample,
@@ -324,10 +325,7 @@ def _classical_candidates(
     out = []
     for occ in motif_occurrences(folded, 0, min_ops=lo, max_ops=hi):
         rng = OpRange(occ.start, occ.stop)
-        if not (parent.cut_allowed(rng.start) and parent.cut_allowed(rng.stop)):
-            out.append(_Candidate(rng, occ.symbol, skip="a tuple value crosses the range boundary"))
-        else:
-            out.append(_Candidate(rng, occ.symbol))
+        out.append(_Candidate(rng, occ.symbol, skip=parent.range_cut_reason(rng)))
     return out
 
 
@@ -474,7 +472,7 @@ def _check_replay(path: Path, device: str, seed: int, parent_finite: bool) -> st
     """Run a written sample on replayed inputs; an empty string if it is fine, else why not."""
     try:
         sample = load_sample(path)
-        with torch.no_grad():
+        with torch.no_grad(), functorch_levels_kept():
             outputs = sample.build_module(device)(*sample.replay_inputs(device, seed))
     except Exception as exc:  # noqa: BLE001 - any failure disqualifies the subgraph
         return f"does not run on replayed inputs: {type(exc).__name__}: {exc}"
@@ -528,8 +526,14 @@ def _write_one(item: _Item, check: RangeCheck, dims: SymbolicDims) -> bool:
             graph_net=graph_net,
             graph_hash=rec.graph_hash,
         )
-    except PassnetError as exc:
-        rec.reason = f"cannot write: {exc}"
+    except MemoryError:
+        raise  # the sample's status (out_of_memory), not this subgraph's
+    except Exception as exc:  # noqa: BLE001 - one subgraph that cannot be written fails alone
+        rec.reason = (
+            f"cannot write: {exc}"
+            if isinstance(exc, PassnetError)
+            else f"cannot write: {type(exc).__name__}: {exc}"
+        )
         shutil.rmtree(path, ignore_errors=True)
         return False
     why = _check_replay(path, parent.device, parent.seed, check.outputs_finite)
@@ -810,16 +814,11 @@ def write_op_ranges(
     them, written with provenance (``graph_net.json`` ``subgraph.kind`` is
     ``kind``), reloaded and run on replayed inputs; one whose canonical hash was
     already written is a duplicate. A range that starts or stops where a
-    non-tensor value crosses is skipped. Every range ends as a record, in range
-    order, whose status and reason say what became of it. ``out_dir`` is
-    replaced as a whole.
+    non-tensor value crosses, or inside a functorch (``vmap``) region, is skipped.
+    Every range ends as a record, in range order, whose status and reason say what
+    became of it. ``out_dir`` is replaced as a whole.
     """
-    candidates = [
-        _Candidate(r)
-        if parent.cut_allowed(r.start) and parent.cut_allowed(r.stop)
-        else _Candidate(r, skip="a non-tensor value crosses the range boundary")
-        for r in ranges
-    ]
+    candidates = [_Candidate(r, skip=parent.range_cut_reason(r)) for r in ranges]
     result = DecomposeResult(sample=str(parent.path), kinds=[kind])
     result.subgraphs = _materialize(parent, [_Job(kind, Path(out_dir), candidates)], SymbolicDims())
     if catalog is not None:

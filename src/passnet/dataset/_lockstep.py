@@ -26,7 +26,7 @@ from passnet.dataset._subgraph import (
     one_torch_thread,
     tensor_meta_from_value,
 )
-from passnet.sample import TensorMeta, compile_model_source
+from passnet.sample import TensorMeta, compile_model_source, functorch_levels_kept
 
 __all__ = ["RangeCheck", "load_module", "run_lockstep"]
 
@@ -49,7 +49,15 @@ class RangeCheck:
     subgraph: Subgraph | None = field(default=None, repr=False)
 
 
+def _batched(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and bool(torch._C._functorch.is_batchedtensor(value))
+
+
 def _same(a: Any, b: Any) -> tuple[bool, str]:
+    if _batched(a) or _batched(b):
+        # A functorch batched tensor means something only inside its vmap region (and
+        # torch.equal has no batching rule): a range that returns one is not a sample.
+        return False, "a vmap-batched tensor (only meaningful inside its vmap region)"
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape:
             return False, f"shape {list(a.shape)} != {list(b.shape)}"
@@ -132,8 +140,14 @@ def run_lockstep(
     A run that collects metadata runs with one torch thread: the statistics are
     written, and with several threads the parent's values (a convolution's, a
     matmul's) follow the threads' reduction order.
+
+    A subgraph that fails, or whose outputs cannot be compared, is a failed check with
+    the reason; the others are still checked.
     """
-    with one_torch_thread() if collect_metas else contextlib.nullcontext():
+    with (
+        one_torch_thread() if collect_metas else contextlib.nullcontext(),
+        functorch_levels_kept(),
+    ):
         return _run_lockstep(
             parent,
             subgraphs,
@@ -222,12 +236,14 @@ def _run_lockstep(
                 checks.append(check)
                 try:
                     module = make(sub)
-                    got = module(
-                        *[
-                            _clone(runner.env[a]) if fed[a] is _DEFERRED else fed[a]
-                            for a in sub.inputs
-                        ]
-                    )
+                    # a subgraph failing inside a vmap region must not leave its level raised
+                    with functorch_levels_kept():
+                        got = module(
+                            *[
+                                _clone(runner.env[a]) if fed[a] is _DEFERRED else fed[a]
+                                for a in sub.inputs
+                            ]
+                        )
                 except Exception as exc:  # noqa: BLE001 - a subgraph that fails is reported, not raised
                     check.ok, check.reason = False, f"subgraph fails: {type(exc).__name__}: {exc}"
                     continue
@@ -238,15 +254,18 @@ def _run_lockstep(
                     )
                     continue
                 for node, value in zip(sub.outputs, got, strict=True):
-                    same, why = _same(value, runner.env[node])
+                    try:
+                        same, why = _same(value, runner.env[node])
+                        if (
+                            collect_metas
+                            and isinstance(value, torch.Tensor)
+                            and value.is_floating_point()
+                        ):
+                            check.outputs_finite &= bool(torch.isfinite(value).all())
+                    except Exception as exc:  # noqa: BLE001 - one value that cannot be compared fails its range only
+                        same, why = False, f"cannot be compared: {type(exc).__name__}: {exc}"
                     if not same and check.ok:
                         check.ok, check.reason = False, f"output {node.name}: {why}"
-                    if (
-                        collect_metas
-                        and isinstance(value, torch.Tensor)
-                        and value.is_floating_point()
-                    ):
-                        check.outputs_finite &= bool(torch.isfinite(value).all())
                     if feed_forward:
                         chain[node] = value
                 del fed

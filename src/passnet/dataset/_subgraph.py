@@ -11,14 +11,21 @@ place). Everything else is attached:
   subgraph that needs them, so shape relations such as ``view(x.size(0), -1)``
   stay symbolic instead of turning into baked-in integers;
 * nodes without a value and without an effect on values (``_set_grad_enabled``)
-  are dropped.
+  are dropped;
+* ``torch._functorch.predispatch`` (or ``torch._C._functorch``) calls (a ``vmap``'s
+  nesting, ``_add_batch_dim``, ``_remove_batch_dim``, as Dynamo writes transformers'
+  mask construction) are units whatever they return: they change functorch's state,
+  which the units after them need.
 
 An :class:`OpRange` is a half-open range of units. Its subgraph takes as inputs
 every value defined before the range and used inside it (parent placeholders,
 or earlier units' tensors, which become new placeholders), and returns every
 value defined inside and used after it or returned by the parent. A cut is
 *forbidden* where a non-tensor value (a tuple, an int computed by a unit) would
-cross it; ranges only start and stop at allowed cuts.
+cross it, and inside a functorch region (from a ``vmap``'s ``_vmap_increment_nesting``,
+and the ``lazy_load_decompositions`` just before it, to its ``_vmap_decrement_nesting``;
+likewise a ``jvp``'s): the values there are functorch's batched tensors, meaningful only
+inside the region, so the region is atomic. Ranges only start and stop at allowed cuts.
 
 :mod:`~passnet.dataset._lockstep` checks subgraphs against their parent.
 """
@@ -45,11 +52,15 @@ import torch.fx
 from passnet.dataset._hash import graph_hash
 from passnet.errors import DatasetError, SampleError
 from passnet.sample import (
+    FUNCTORCH_CLOSERS,
+    FUNCTORCH_OPENERS,
     Sample,
     TensorMeta,
     canonical_op_name,
     compute_nodes,
     forward_parameters,
+    functorch_call,
+    functorch_levels_kept,
     load_sample,
     trace_sample,
 )
@@ -183,7 +194,8 @@ class ParentGraph:
     """Node → ``tensor`` | ``multi`` (tuple with tensors) | ``none`` | ``other`` (ints, floats, sizes...)."""
     unit_of: dict[torch.fx.Node, int]
     forbidden_cuts: set[int]
-    """Cut ``c`` (between units c-1 and c) where a non-tensor value would cross."""
+    """Cut ``c`` (between units c-1 and c) where a non-tensor value would cross, or inside a
+    functorch region (see :meth:`cut_reason`)."""
     device: str = "cpu"
     seed: int = 0
     tensor_specs: dict[torch.fx.Node, tuple[list[int], torch.dtype]] = field(
@@ -194,6 +206,7 @@ class ParentGraph:
     """Placeholders the run changed in place (directly or through a view of them): a check
     of a range must copy such an input where the range starts; the others stay as they are
     until the range is run."""
+    _cut_reasons: dict[int, str] = field(default_factory=dict, repr=False)
     _consumers: dict[torch.fx.Node, set[int]] = field(default_factory=dict, repr=False)
     _returned: set[torch.fx.Node] = field(default_factory=set, repr=False)
     _closure_cache: dict[torch.fx.Node, frozenset[torch.fx.Node]] = field(
@@ -215,6 +228,22 @@ class ParentGraph:
 
     def cut_allowed(self, cut: int) -> bool:
         return cut not in self.forbidden_cuts
+
+    def cut_reason(self, cut: int) -> str:
+        """Why cut ``cut`` is forbidden (``"a non-tensor value crosses the cut"``, ...);
+        ``""`` where it is allowed."""
+        if cut not in self.forbidden_cuts:
+            return ""
+        return self._cut_reasons.get(cut, _CROSSING)
+
+    def range_cut_reason(self, rng: OpRange) -> str:
+        """Why ``rng`` cannot be a subgraph because of where it starts or stops; ``""``
+        if both its cuts are allowed."""
+        for cut in (rng.start, rng.stop):
+            why = self.cut_reason(cut)
+            if why:
+                return f"{why} before unit {cut}"
+        return ""
 
     def replay_inputs(self) -> list[Any]:
         return self.sample.replay_inputs(self.device, self.seed)
@@ -238,6 +267,12 @@ class ParentGraph:
     def direct_deps(self, node: torch.fx.Node) -> set[torch.fx.Node]:
         """Non-floating nodes a node reads, looking through floating nodes."""
         return set(self.floating_closure(node))
+
+
+_CROSSING = "a non-tensor value crosses the cut"
+_IN_FUNCTORCH_REGION = (
+    "a functorch vmap/jvp region (whose values are batched tensors) spans the cut"
+)
 
 
 def _value_kind(value: Any) -> str:
@@ -309,7 +344,7 @@ def trace_parent(sample: str | Path | Sample, device: str = "cpu", seed: int = 0
     kinds: dict[torch.fx.Node, str] = {}
     specs: dict[torch.fx.Node, tuple[list[int], torch.dtype]] = {}
     dead_after = last_uses(gm.graph)
-    with torch.no_grad():
+    with torch.no_grad(), functorch_levels_kept():
         for node in gm.graph.nodes:
             if node.op == "output":
                 continue
@@ -431,7 +466,7 @@ def _split_units(
             attached.setdefault(producer, []).append(node)
         elif node.op == "get_attr":
             floating.add(node)
-        elif kind in ("tensor", "multi"):
+        elif kind in ("tensor", "multi") or functorch_call(node):
             heads.append(node)
         elif kind == "none":
             if is_mutation(node):
@@ -458,6 +493,7 @@ def _split_units(
         device=device,
         seed=seed,
     )
+    _forbid_functorch_regions(parent)
     consumers: dict[torch.fx.Node, set[int]] = {}
     for u in units:
         for n in u.nodes:
@@ -466,7 +502,9 @@ def _split_units(
                     consumers.setdefault(dep, set()).add(u.index)
                     if kinds.get(dep) != "tensor":
                         # A tuple or an int computed by a unit cannot be a subgraph input.
-                        parent.forbidden_cuts.update(range(unit_of[dep] + 1, u.index + 1))
+                        for cut in range(unit_of[dep] + 1, u.index + 1):
+                            parent.forbidden_cuts.add(cut)
+                            parent._cut_reasons.setdefault(cut, _CROSSING)
     returned: set[torch.fx.Node] = set()
     if output_node is not None:
         for dep in parent.direct_deps(output_node):
@@ -475,6 +513,21 @@ def _split_units(
     parent._consumers = consumers
     parent._returned = returned
     return parent
+
+
+def _forbid_functorch_regions(parent: ParentGraph) -> None:
+    """Forbid the cuts inside functorch regions (nested ones count as their outermost),
+    and the cut after a ``lazy_load_decompositions``, which prepares the region after it."""
+    depth = 0
+    for u in parent.units:
+        call = functorch_call(u.head)
+        if call in FUNCTORCH_OPENERS:
+            depth += 1
+        elif call in FUNCTORCH_CLOSERS:
+            depth = max(depth - 1, 0)
+        if depth > 0 or call == "lazy_load_decompositions":
+            parent.forbidden_cuts.add(u.index + 1)
+            parent._cut_reasons[u.index + 1] = _IN_FUNCTORCH_REGION
 
 
 @dataclass
@@ -559,9 +612,9 @@ def extract_subgraph(parent: ParentGraph, rng: OpRange) -> Subgraph:
     where = dict(sample=parent.path, range=str(rng))
     if rng.stop > len(parent.units):
         raise SubgraphError(f"range ends after the last unit ({len(parent.units)})", **where)
-    for cut in (rng.start, rng.stop):
-        if not parent.cut_allowed(cut):
-            raise SubgraphError(f"a non-tensor value crosses the cut before unit {cut}", **where)
+    why = parent.range_cut_reason(rng)
+    if why:
+        raise SubgraphError(why, **where)
     ordered, own = _range_nodes(parent, rng)
     inside = set(ordered)
     external: set[torch.fx.Node] = set()
@@ -806,12 +859,19 @@ def tensor_meta_from_value(name: str, value: torch.Tensor, device: str = "cpu") 
             flat = flat[finite]
         std, mean = torch.std_mean(flat) if flat.numel() > 1 else (None, None)
     if flat.numel():
+        # Rounding can carry a value past the dtype's largest finite one (a mask filled with
+        # finfo(float32).min, -3.4028e38, rounds to -3.403e38), which replay cannot draw.
+        info = torch.finfo(dtype)
+
+        def rounded(value: float) -> float:
+            return min(max(round_statistic(value), info.min), info.max)
+
         if flat.numel() > 1:
-            meta.mean, meta.std = round_statistic(float(mean)), round_statistic(float(std))
+            meta.mean, meta.std = rounded(float(mean)), round_statistic(float(std))
         else:
-            meta.mean, meta.std = round_statistic(float(flat[0])), 0.0
+            meta.mean, meta.std = rounded(float(flat[0])), 0.0
         lo, hi = torch.aminmax(flat)
-        meta.min_val, meta.max_val = round_statistic(float(lo)), round_statistic(float(hi))
+        meta.min_val, meta.max_val = rounded(float(lo)), rounded(float(hi))
     if numel <= FLOAT_DATA_MAX_NUMEL:
         meta.data = [float(v) for v in t.double().flatten().tolist()]
     return meta

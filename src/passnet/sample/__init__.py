@@ -6,9 +6,14 @@ from passnet.sample._compare import Comparison, accuracy_message, compare_output
 from passnet.sample._constraints import Constraints, parse_constraints_file, render_constraints_file
 from passnet.sample._discover import find_samples, is_sample_dir
 from passnet.sample._graph import (
+    FUNCTORCH_CALLS,
+    FUNCTORCH_CLOSERS,
+    FUNCTORCH_OPENERS,
     LOCATION_KEY,
     SampleTracer,
     declared_custom_ops,
+    functorch_call,
+    functorch_levels_kept,
     load_custom_op,
     model_line,
     node_line,
@@ -58,6 +63,9 @@ from passnet.sample._sample import (
 from passnet.sample._write import write_sample
 
 __all__ = [
+    "FUNCTORCH_CALLS",
+    "FUNCTORCH_CLOSERS",
+    "FUNCTORCH_OPENERS",
     "PADDLE",
     "PADDLE_INSTALL",
     "TORCH",
@@ -81,6 +89,8 @@ __all__ = [
     "compile_model_source",
     "compute_nodes",
     "declared_custom_ops",
+    "functorch_call",
+    "functorch_levels_kept",
     "describe_op",
     "dtype_from_str",
     "dtype_to_str",

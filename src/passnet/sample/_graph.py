@@ -4,7 +4,7 @@ node locations, and the graph's custom operators.
 ``model.py`` is the code Dynamo generated, so :func:`torch.fx.symbolic_trace`
 reproduces the calls Dynamo recorded (``torch.sum``, ``Tensor.sum``,
 ``torch._C._nn.linear``, ``operator.getitem`` with slices, ...) without running
-Dynamo again — except for two kinds of calls that it cannot keep as they stand:
+Dynamo again — except for the calls that it cannot keep as they stand:
 
 * **factory calls with constant arguments** (``torch.arange(0, 12)``,
   ``torch.zeros(...)``, ``torch.full(...)``): FX runs them at trace time and keeps
@@ -19,6 +19,10 @@ Dynamo again — except for two kinds of calls that it cannot keep as they stand
   ``model.py`` and runs all of them.
 * ``torch._check`` and its relatives demand a real ``bool``; they are kept as leaf
   calls (they run, as checks, when the graph runs).
+* ``torch.Size([s0, s0])`` with ``SymInt`` parameters of a dynamic sample (an
+  ``interpolate`` size): ``torch.Size`` takes only ints, so with a traced dim it is
+  recorded as a ``torch.Size`` node (inside ``model.py``, ``torch.Size`` is then a
+  function, not the class: ``isinstance(x, torch.Size)`` there is not supported).
 
 Only the sample's own module namespace sees the substitutions (its global
 ``torch`` is replaced by a view during the trace): torch itself is never patched,
@@ -57,9 +61,13 @@ __all__ = [
     "CHECKS",
     "FACTORIES",
     "FUNCTORCH_CALLS",
+    "FUNCTORCH_CLOSERS",
+    "FUNCTORCH_OPENERS",
     "LOCATION_KEY",
     "SampleTracer",
     "declared_custom_ops",
+    "functorch_call",
+    "functorch_levels_kept",
     "load_custom_op",
     "model_line",
     "node_line",
@@ -111,10 +119,46 @@ FUNCTORCH_CALLS: tuple[str, ...] = tuple(
     "_remove_batch_dim _jvp_increment_nesting _jvp_decrement_nesting _enter_dual_level "
     "_exit_dual_level _make_dual _unpack_dual _unwrap_for_grad".split()
 )
-"""``torch._functorch.predispatch`` calls that Dynamo writes for a ``vmap`` (transformers'
-attention-mask construction) or a ``jvp``: they change functorch's global state (the vmap
+"""``torch._functorch.predispatch`` calls (in samples extracted with an older torch,
+``torch._C._functorch`` ones and ``torch._functorch.vmap.lazy_load_decompositions``) that
+Dynamo writes for a ``vmap`` (transformers' attention-mask construction) or a ``jvp``: they change functorch's global state (the vmap
 nesting level) or refuse proxies, so they are recorded as nodes and never run while
 tracing (the traced graph runs them in order, as ``model.py`` does)."""
+
+FUNCTORCH_OPENERS: tuple[str, ...] = (
+    "_vmap_increment_nesting",
+    "_jvp_increment_nesting",
+    "_enter_dual_level",
+)
+"""The :data:`FUNCTORCH_CALLS` that open a region (values inside it are functorch's
+batched or dual tensors, meaningful only there); each is closed by its
+:data:`FUNCTORCH_CLOSERS` counterpart."""
+FUNCTORCH_CLOSERS: tuple[str, ...] = (
+    "_vmap_decrement_nesting",
+    "_jvp_decrement_nesting",
+    "_exit_dual_level",
+)
+
+
+def functorch_call(node: torch.fx.Node) -> str:
+    """The name of the ``torch._functorch.predispatch`` call ``node`` makes (one of
+    :data:`FUNCTORCH_CALLS`), or ``""``."""
+    target = node.target
+    if (
+        node.op == "call_function"
+        and getattr(target, "__module__", None) in _FUNCTORCH_MODULES
+        and getattr(target, "__name__", None) in FUNCTORCH_CALLS
+    ):
+        return str(target.__name__)  # type: ignore[union-attr]
+    return ""
+
+
+_FUNCTORCH_MODULES = (
+    "torch._functorch.predispatch",
+    "torch._functorch.vmap",
+    "torch._C._functorch",
+)
+
 
 CHECKS: tuple[str, ...] = tuple(
     "_check _check_index _check_is_size _check_not_implemented _check_type _check_value "
@@ -190,6 +234,36 @@ class SampleTracer(torch.fx.Tracer):
 
         return call
 
+    def _size(self, *args: Any) -> Any:
+        """``torch.Size`` inside ``model.py``: a node when a dim is traced, else the real one."""
+        if _has_proxy(args, {}):
+            return self.create_proxy("call_function", torch.Size, args, {})
+        return torch.Size(*args)
+
+    def _functorch_views(self) -> dict[str, _ModuleView]:
+        """``torch._functorch`` and ``torch._C`` as ``model.py`` sees them: every
+        :data:`FUNCTORCH_CALLS` function, in each spelling Dynamo writes, a leaf call."""
+        tree: dict[str, Any] = {}
+        for path, module in _functorch_modules().items():
+            calls = {
+                name: self._leaf(getattr(module, name), True)
+                for name in FUNCTORCH_CALLS
+                if hasattr(module, name)
+            }
+            *parents, leaf = path.split(".")
+            node = tree
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = (module, calls)
+
+        def view(name: str, entry: Any, parent: types.ModuleType) -> _ModuleView:
+            if isinstance(entry, tuple):
+                return _ModuleView(entry[0], entry[1])
+            module = getattr(parent, name)
+            return _ModuleView(module, {k: view(k, v, module) for k, v in entry.items()})
+
+        return {name: view(name, entry, torch) for name, entry in tree.items()}
+
     @contextlib.contextmanager
     def _torch_view(self, root: Any) -> Iterator[None]:
         # a module's forward, or a plain function (a pass's pattern)
@@ -213,16 +287,10 @@ class SampleTracer(torch.fx.Tracer):
             for name in names
             if hasattr(torch, name)
         }
-        predispatch = _functorch_predispatch()
-        if predispatch is not None:
-            calls = {
-                name: self._leaf(getattr(predispatch, name), True)
-                for name in FUNCTORCH_CALLS
-                if hasattr(predispatch, name)
-            }
-            overrides["_functorch"] = _ModuleView(
-                torch._functorch, {"predispatch": _ModuleView(predispatch, calls)}
-            )
+        # ``torch.Size([s0, s0])`` (an ``interpolate`` size, as Dynamo writes it for a dynamic
+        # sample) is built from SymInt parameters: a node, since Size() takes only ints
+        overrides["Size"] = self._size
+        overrides.update(self._functorch_views())
         namespace["torch"] = _ModuleView(torch, overrides)
         try:
             yield
@@ -230,22 +298,27 @@ class SampleTracer(torch.fx.Tracer):
             namespace["torch"] = torch
 
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> torch.fx.Graph:
-        with _functorch_levels_kept(), self._torch_view(root):
+        with functorch_levels_kept(), self._torch_view(root):
             return super().trace(root, concrete_args)
 
 
-def _functorch_predispatch() -> types.ModuleType | None:
-    try:
-        import torch._functorch.predispatch as predispatch
-    except ImportError:  # a torch without it writes no such calls
-        return None
-    return predispatch
+def _functorch_modules() -> dict[str, types.ModuleType]:
+    """The modules Dynamo writes functorch calls from, by their dotted path below ``torch``:
+    ``torch._functorch.predispatch`` (torch >= 2.6), or ``torch._C._functorch`` with
+    ``torch._functorch.vmap.lazy_load_decompositions`` (earlier)."""
+    found = {"_C._functorch": torch._C._functorch}
+    for name in ("predispatch", "vmap"):
+        try:
+            found[f"_functorch.{name}"] = importlib.import_module(f"torch._functorch.{name}")
+        except ImportError:  # a torch without it writes no such calls
+            pass
+    return found
 
 
 @contextlib.contextmanager
-def _functorch_levels_kept() -> Iterator[None]:
-    """Leave functorch's vmap nesting as it was, also when a trace fails half-way through a
-    ``vmap`` block: a level left behind makes every later random call in the process fail
+def functorch_levels_kept() -> Iterator[None]:
+    """Leave functorch's vmap nesting as it was, also when a trace or a run of a graph
+    fails half-way through a ``vmap`` block: a level left behind makes every later random call in the process fail
     ("vmap: called random operation while in randomness error mode")."""
     level = torch._C._functorch.maybe_current_level()
     try:
