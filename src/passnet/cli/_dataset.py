@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from passnet.cli._bench import add_bench_commands
 from passnet.cli import _bench_eval
+from passnet.cli._bench import add_bench_commands
 from passnet.cli._executors import add_executor_arguments, executor_request, make_executor
 from passnet.cli._output import print_error, print_warning
 from passnet.errors import PassnetError, StoreError

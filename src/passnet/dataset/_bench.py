@@ -324,7 +324,6 @@ class BenchResult:
         }
 
 
-
 def write_bench_manifest(out_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
     """Write ``out_dir/manifest.json``: ``manifest`` (without ``files``) plus ``files``, the
     SHA-256 of every file under ``out_dir`` but the manifest itself, by POSIX path relative
