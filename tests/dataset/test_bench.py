@@ -13,7 +13,10 @@ import torch
 
 from passnet.dataset import decompose_samples, generalize_samples
 from passnet.dataset._bench import (
+    BenchResult,
+    BenchTask,
     _task_kind,
+    _task_measurement,
     allocate_quotas,
     build_bench,
     shape_bucket,
@@ -512,8 +515,8 @@ def test_long_tail_selection_from_inductor_records(subgraphs: Path, tmp_path: Pa
     assert chosen[pose[1].name].speedup == 1.05 and chosen[pose[1].name].family == "mmpose"
     assert all(t.selection is None for t in result.split("train-fusible"))
     assert result.warnings == [
-        "fusible: 1 of 9 candidate tasks' representatives have no Inductor record "
-        "(unmeasured: ranked last; measure the --candidates list of this build)"
+        "fusible: 2 of 9 candidate tasks have no usable Inductor record: they train "
+        "(measure the --candidates list of this build)"
     ]
     assert len(result.split("train-fusible")) == len(draft.tasks) - 3
     summary = result.selection_summary["fusible"]
@@ -537,22 +540,22 @@ def test_long_tail_selection_from_inductor_records(subgraphs: Path, tmp_path: Pa
     build_bench(dec, tmp_path / "b", kinds=["fusible"], eval_tasks=3, measurements=[records])
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
 
-    # 8 of 9: shares 1.78 and 6.22, the larger remainder rounds up: mmpose gets both
-    eight = build_bench(
-        dec, tmp_path / "c", kinds=["fusible"], eval_tasks=8, measurements=[records]
-    )
-    assert eight.selection_summary["fusible"]["quotas"] == {
+    # 6 of the 7 measured: shares 1.71 and 4.29, the larger remainder rounds up: mmpose
+    # gets both; the unmeasured never evaluate (nothing says they are in the long tail)
+    six = build_bench(dec, tmp_path / "c", kinds=["fusible"], eval_tasks=6, measurements=[records])
+    assert six.selection_summary["fusible"]["quotas"] == {
         "mmpose": 2,
-        "transformers-auto-model": 6,
+        "transformers-auto-model": 4,
     }
-    (left,) = eight.split("train-fusible")  # unmeasured ranks after fast
-    assert left.name in (hf[5].name, hf[6].name)
-    # more than there are: all are eval tasks, with a warning
+    trained = {t.name for t in six.split("train-fusible")}
+    assert trained == {hf[0].name, hf[5].name, hf[6].name}  # fast, then the unmeasured
+    # more than are measured: every measured task is an eval task, with a warning
     every = build_bench(
         dec, tmp_path / "d", kinds=["fusible"], eval_tasks=50, measurements=[records]
     )
-    assert len(every.split("eval-fusible")) == len(draft.tasks) and not every.split("train-fusible")
-    assert any("all are evaluation tasks" in w for w in every.warnings)
+    assert len(every.split("eval-fusible")) == 7
+    assert {t.name for t in every.split("train-fusible")} == {hf[5].name, hf[6].name}
+    assert any("7 measured candidate task(s)" in w for w in every.warnings)
 
 
 def test_measurements_of_two_inductor_configurations_are_refused(
@@ -649,3 +652,42 @@ def test_a_parent_is_named_by_the_decompose_records_else_by_the_folder_layout(
         "1 graph(s) have no parent name: no decompose.jsonl above them names the sample "
         "they were cut from (their tasks' family is '(unknown)')"
     ]
+
+
+def test_representatives_are_a_seeded_draw_of_every_kind_in_turn(tmp_path: Path) -> None:
+    """The measurement list interleaves the kinds, each in its seeded order, so a prefix
+    (a measurement that stops part-way) is a random draw of each kind; single-op tasks are
+    not measured; the order depends on the seed, not on the task list's order."""
+
+    def task(kind: str, i: int) -> BenchTask:
+        graph = {"path": f"graphs/float32/b/{kind}{i}", "graph_hash": f"{kind}{i}"}
+        return BenchTask(f"{kind}{i}", f"train-{kind}", kind, [kind, f"op{i}"], [graph])
+
+    tasks = [task("fusible", i) for i in range(3)] + [task("classical", i) for i in range(5)]
+    tasks.append(BenchTask("one", "single-op", "single-op", ["relu"], [{"path": "g"}]))
+
+    def order(seed: int, listed: list[BenchTask]) -> list[str]:
+        result = BenchResult(str(tmp_path), seed, 1, 0.2, 16, tasks=listed)
+        return [p.name for p in result.representatives()]
+
+    first = order(0, tasks)
+    assert [n[:-1] for n in first] == ["fusible", "classical"] * 3 + ["classical"] * 2
+    assert sorted(first) == sorted(t.graphs[0]["path"].rsplit("/", 1)[1] for t in tasks[:-1])
+    assert order(0, list(reversed(tasks))) == first
+    assert any(order(seed, tasks) != first for seed in range(1, 6))
+
+
+def test_a_task_is_measured_by_its_first_graph_with_a_record() -> None:
+    """Variants added after the measurement can come first in a task (a smaller shape
+    bucket): the task is then judged by the first of its graphs that was measured."""
+    task = BenchTask(
+        "t",
+        "train-fusible",
+        "fusible",
+        ["a", "b"],
+        [{"path": "v", "graph_hash": "variant"}, {"path": "s", "graph_hash": "measured"}],
+    )
+    record = _inductor_record("s", "measured", Status.OK, 0.5, True)
+    measured, graph_hash = _task_measurement(task, {"measured": record})
+    assert (measured.category, measured.speedup, graph_hash) == ("slow", 0.5, "measured")
+    assert _task_measurement(task, {})[0].category == "unmeasured"

@@ -46,12 +46,15 @@ records:
   thresholds are coarse and the flag is in the record. Speedups are e2e, as scored.
 - **Rank.** (category in the order above, speedup ascending, a digest of the seed and
   the operator sequence): the weakest first; the digest only breaks ties.
+- **Only measured tasks evaluate.** An ``unmeasured`` task trains: nothing says
+  Inductor is weak there. A task is judged by the first of its graphs (in task order)
+  with a record, so variants added after the measurement do not hide it.
 - **Families.** A task's family is the first path component of its first graph's
   parent sample relative to the corpus (``timm``, ``transformers-auto-model``), so the
   evaluation split is spread over sources instead of following whichever family has
   most slow graphs.
 - **Quotas per kind.** ``eval_tasks`` (N) are shared among the families in proportion
-  to their candidate counts with a floor of one: a family whose proportional share is
+  to their measured candidate counts with a floor of one: a family whose proportional share is
   below one gets one and the rest is shared again among the others, until every share
   is at least one; the shares are then rounded by largest remainder (ties by family
   name). A share never exceeds the family's candidates (shares are proportional to
@@ -78,6 +81,7 @@ provenance and the SHA-256 of every file, so a copy can be verified.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -266,13 +270,21 @@ class BenchResult:
 
     def representatives(self) -> list[Path]:
         """Each task's first graph (smallest shape bucket, float32 first) in the benchmark
-        folder, for every task but the single-op ones: what the long-tail rule measures."""
+        folder, for every task but the single-op ones: what the long-tail rule measures.
+
+        In measurement order (:func:`_seeded_order`, the kinds interleaved): a measurement
+        stopped part-way, or one that can afford only a prefix, has measured a seeded
+        random draw of every kind."""
         out = Path(self.out_dir)
-        return [
-            out / t.split / t.name / t.graphs[0]["path"]
-            for t in self.tasks
-            if t.kind != SINGLE_OP and t.graphs
+        with_graphs = [t for t in self.tasks if t.kind != SINGLE_OP and t.graphs]
+        per_kind = [
+            _seeded_order([t for t in with_graphs if t.kind == kind], self.seed, kind)
+            for kind in _kinds_in_order({t.kind for t in with_graphs})
         ]
+        interleaved = [
+            t for column in itertools.zip_longest(*per_kind) for t in column if t is not None
+        ]
+        return [out / t.split / t.name / t.graphs[0]["path"] for t in interleaved]
 
     def manifest(self) -> dict[str, Any]:
         """``manifest.json`` less its ``files`` (:func:`write_bench_manifest` adds them)."""
@@ -528,13 +540,19 @@ def _sample(members: list[BenchGraph], stride: int, seed: int, key: str) -> list
     return members[offset::stride]
 
 
+def _kinds_in_order(kinds: Iterable[str]) -> list[str]:
+    """Fusible, classical, graph (those present), then other labels by name."""
+    present = set(kinds)
+    return [k for k in _KIND_ORDER if k in present] + sorted(present - set(_KIND_ORDER))
+
+
 def _task_kind(seq: Sequence[str], kinds: Iterable[str]) -> str:
     """A one-operator sequence is single-op; otherwise the first of fusible, classical,
     graph among the kinds it was seen with (another label after those, by name)."""
     if len(seq) == 1:
         return SINGLE_OP
     present = set(kinds) - {SINGLE_OP}
-    order = [k for k in _KIND_ORDER if k in present] + sorted(present - set(_KIND_ORDER))
+    order = _kinds_in_order(present)
     return order[0] if order else SINGLE_OP
 
 
@@ -746,6 +764,17 @@ def _read_measurements(files: Sequence[str | Path]) -> tuple[dict[str, Any], lis
     return by_hash, digests
 
 
+def _task_measurement(task: BenchTask, records: Mapping[str, Any]) -> tuple[_Measured, str]:
+    """The category of a task from the record of its first graph (in task order) that has
+    one, and that graph's hash: the representative measured is the task's first graph, or,
+    when variants came in after the measurement, the first graph that was measured."""
+    for graph in task.graphs:
+        record = records.get(graph["graph_hash"])
+        if record is not None:
+            return _categorize(record), graph["graph_hash"]
+    return _categorize(None), task.graphs[0]["graph_hash"]
+
+
 def _select_long_tail(
     tasks: list[BenchTask],
     records: Mapping[str, Any],
@@ -759,19 +788,21 @@ def _select_long_tail(
     summary: dict[str, Any] = {}
     for kind in sorted({t.kind for t in tasks if t.kind != SINGLE_OP}):
         candidates = [t for t in tasks if t.kind == kind]
-        measured = {t.name: _categorize(records.get(t.graphs[0]["graph_hash"])) for t in candidates}
-        matched = sum(1 for t in candidates if t.graphs[0]["graph_hash"] in records)
-        if matched < len(candidates):
+        measured = {t.name: _task_measurement(t, records) for t in candidates}
+        eligible = [t for t in candidates if measured[t.name][0].category != "unmeasured"]
+        if len(eligible) < len(candidates):
             warnings.append(
-                f"{kind}: {len(candidates) - matched} of {len(candidates)} candidate tasks' "
-                "representatives have no Inductor record (unmeasured: ranked last; measure "
-                "the --candidates list of this build)"
+                f"{kind}: {len(candidates) - len(eligible)} of {len(candidates)} candidate "
+                "tasks have no usable Inductor record: they train (measure the --candidates "
+                "list of this build)"
             )
 
         ranks = {
             t.name: (
-                LONG_TAIL_CATEGORIES.index(measured[t.name].category),
-                measured[t.name].speedup if measured[t.name].speedup is not None else math.inf,
+                LONG_TAIL_CATEGORIES.index(measured[t.name][0].category),
+                measured[t.name][0].speedup
+                if measured[t.name][0].speedup is not None
+                else math.inf,
                 _digest(f"{seed}\n" + "\n".join(t.op_sequence)),
             )
             for t in candidates
@@ -779,10 +810,16 @@ def _select_long_tail(
         by_family: dict[str, list[BenchTask]] = {}
         for t in sorted(candidates, key=lambda t: ranks[t.name]):
             by_family.setdefault(t.family, []).append(t)
-        quotas = allocate_quotas(eval_tasks, {f: len(ts) for f, ts in by_family.items()})
-        if len(candidates) <= eval_tasks:
+        quotas = allocate_quotas(
+            eval_tasks,
+            {
+                f: sum(measured[t.name][0].category != "unmeasured" for t in ts)
+                for f, ts in by_family.items()
+            },
+        )
+        if len(eligible) <= eval_tasks:
             warnings.append(
-                f"{kind}: {len(candidates)} candidate task(s), not more than the "
+                f"{kind}: {len(eligible)} measured candidate task(s), not more than the "
                 f"{eval_tasks} asked for: all are evaluation tasks"
             )
         families: dict[str, dict[str, dict[str, int]]] = {}
@@ -791,13 +828,13 @@ def _select_long_tail(
                 family, {c: {"candidates": 0, "eval": 0} for c in LONG_TAIL_CATEGORIES}
             )
             for i, t in enumerate(members):
-                m = measured[t.name]
+                m, graph_hash = measured[t.name]
                 counts[m.category]["candidates"] += 1
-                if i < quotas[family]:
+                if i < quotas.get(family, 0) and m.category != "unmeasured":
                     counts[m.category]["eval"] += 1
                     chosen.add(t.name)
                     t.selection = TaskSelection(
-                        m.category, m.speedup, family, i, t.graphs[0]["graph_hash"], m.status
+                        m.category, m.speedup, family, i, graph_hash, m.status
                     )
         summary[kind] = {
             "candidates": len(candidates),
@@ -808,15 +845,21 @@ def _select_long_tail(
     return chosen, summary
 
 
+def _seeded_order(tasks: Sequence[BenchTask], seed: int, kind: str) -> list[BenchTask]:
+    """``tasks`` (of one kind) sorted by the digest of their operator sequence, then
+    shuffled with ``seed`` and the kind: the order of the fraction split and of the
+    measurement list."""
+    ordered = sorted(tasks, key=lambda t: _digest("\n".join(t.op_sequence)))
+    random.Random(f"{seed}:{kind}").shuffle(ordered)
+    return ordered
+
+
 def _split_by_fraction(tasks: list[BenchTask], eval_fraction: float, seed: int) -> set[str]:
     """A seeded shuffle per kind puts ``eval_fraction`` of its sequences in evaluation (at
     least one and not all, when the kind has two or more and the fraction is above 0)."""
     chosen: set[str] = set()
     for kind in sorted({t.kind for t in tasks if t.kind != SINGLE_OP}):
-        by_digest = sorted(
-            (t for t in tasks if t.kind == kind), key=lambda t: _digest("\n".join(t.op_sequence))
-        )
-        random.Random(f"{seed}:{kind}").shuffle(by_digest)
+        by_digest = _seeded_order([t for t in tasks if t.kind == kind], seed, kind)
         n_eval = round(len(by_digest) * eval_fraction)
         if eval_fraction > 0 and len(by_digest) >= 2:
             n_eval = min(max(n_eval, 1), len(by_digest) - 1)
