@@ -678,7 +678,8 @@ def test_representatives_are_a_seeded_draw_of_every_kind_in_turn(tmp_path: Path)
 
 def test_a_task_is_measured_by_its_first_graph_with_a_record() -> None:
     """Variants added after the measurement can come first in a task (a smaller shape
-    bucket): the task is then judged by the first of its graphs that was measured."""
+    bucket): the task is then judged by the first of its graphs that was measured, else
+    by the first measured graph of its op sequence."""
     task = BenchTask(
         "t",
         "train-fusible",
@@ -690,3 +691,9 @@ def test_a_task_is_measured_by_its_first_graph_with_a_record() -> None:
     measured, graph_hash = _task_measurement(task, {"measured": record})
     assert (measured.category, measured.speedup, graph_hash) == ("slow", 0.5, "measured")
     assert _task_measurement(task, {})[0].category == "unmeasured"
+    # the cap on a task's graphs can leave the measured graph out: its op sequence's
+    # other graphs still judge the task
+    task.measured_hashes = ["variant", "dropped", "measured"]
+    dropped = _inductor_record("d", "dropped", Status.ACCURACY, 0.9, False)
+    assert _task_measurement(task, {"dropped": dropped})[0].category == "wrong"
+    assert _task_measurement(task, {"dropped": dropped, "measured": record})[1] == "measured"

@@ -48,7 +48,9 @@ records:
   the operator sequence): the weakest first; the digest only breaks ties.
 - **Only measured tasks evaluate.** An ``unmeasured`` task trains: nothing says
   Inductor is weak there. A task is judged by the first of its graphs (in task order)
-  with a record, so variants added after the measurement do not hide it.
+  with a record, else by the first graph of its op sequence with one (the cap on a
+  task's graphs may leave the measured one out), so variants added after the
+  measurement do not hide it.
 - **Families.** A task's family is the first path component of its first graph's
   parent sample relative to the corpus (``timm``, ``transformers-auto-model``), so the
   evaluation split is spread over sources instead of following whichever family has
@@ -210,6 +212,9 @@ class BenchTask:
     graphs: list[dict[str, Any]] = field(default_factory=list)
     family: str = UNKNOWN_FAMILY
     selection: TaskSelection | None = None
+    measured_hashes: list[str] = field(default_factory=list, repr=False)
+    """Graph hashes of every input graph of the op sequence, in the build's sorted order
+    (the task's own graphs are a capped subset): what a measurement is matched against."""
     source_paths: list[str] = field(default_factory=list, repr=False)
     """The input sample folders the graphs were copied from (this machine's paths: not
     written to the benchmark)."""
@@ -766,12 +771,14 @@ def _read_measurements(files: Sequence[str | Path]) -> tuple[dict[str, Any], lis
 
 def _task_measurement(task: BenchTask, records: Mapping[str, Any]) -> tuple[_Measured, str]:
     """The category of a task from the record of its first graph (in task order) that has
-    one, and that graph's hash: the representative measured is the task's first graph, or,
-    when variants came in after the measurement, the first graph that was measured."""
-    for graph in task.graphs:
-        record = records.get(graph["graph_hash"])
+    one, else of the first graph of its op sequence that has one (the task holds at most
+    ``max_graphs_per_task`` of them: variants with smaller shapes can push the measured
+    graph out), and that graph's hash."""
+    hashes = [g["graph_hash"] for g in task.graphs] + task.measured_hashes
+    for graph_hash in hashes:
+        record = records.get(graph_hash)
         if record is not None:
-            return _categorize(record), graph["graph_hash"]
+            return _categorize(record), graph_hash
     return _categorize(None), task.graphs[0]["graph_hash"]
 
 
@@ -999,6 +1006,7 @@ def build_bench(
         chosen = [representatives[k] for k in order][:max_graphs_per_task]
         kind = _task_kind(seq, (g.kind for g in by_sequence[seq]))
         task = BenchTask(_task_name(seq), "", kind, list(seq))
+        task.measured_hashes = [g.graph_hash for g in by_sequence[seq]]
         for g in chosen:
             name = f"{Path(g.path).name}_{g.graph_hash[:10]}"
             task.graphs.append(
