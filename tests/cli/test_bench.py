@@ -11,7 +11,7 @@ import pytest
 import passnet.data
 from passnet.cli import main
 from passnet.cli._bench import SPLITS_TEXT
-from passnet.dataset import BENCH_SPLITS, CACHE_DIR_ENV
+from passnet.dataset import BENCH_SPLITS, CACHE_DIR_ENV, manifest_bytes
 from tests.dataset.bench_tree import VERSION, make_bench
 
 MODEL = "eval-fusible/add_relu-0a1b2c3d4e/graphs/float32/0x0/g0_3d4e/model.py"
@@ -101,7 +101,7 @@ def test_pack_then_path(
     assert (
         f"packed eval-fusible, eval-classical: {shipped / f'passbench-gn-{VERSION}.tar.xz'}" in out
     )
-    assert (shipped / "manifest.json").read_bytes() == (bench / "manifest.json").read_bytes()
+    assert manifest_bytes(shipped / "manifest.json.xz") == (bench / "manifest.json").read_bytes()
 
     monkeypatch.setattr(passnet.data, "passbench_dir", lambda: shipped)
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import lzma
 import os
 import shutil
 import tarfile
@@ -23,6 +24,7 @@ from passnet.dataset import (
     _bench_ship,
     bench_path,
     cache_dir,
+    manifest_bytes,
     pack_bench,
     read_bench_manifest,
     verify_bench,
@@ -291,7 +293,9 @@ def test_pack_is_deterministic(tmp_path: Path, bench: Path) -> None:
     second = pack_bench(bench, tmp_path / "b")
     assert first.name == second.name == f"passbench-gn-{VERSION}.tar.xz"
     assert first.read_bytes() == second.read_bytes()
-    assert (tmp_path / "a" / "manifest.json").read_bytes() == (bench / "manifest.json").read_bytes()
+    shipped = tmp_path / "a" / "manifest.json.xz"  # compressed: it lists every split's files
+    assert manifest_bytes(shipped) == (bench / "manifest.json").read_bytes()
+    assert shipped.read_bytes() == (tmp_path / "b" / "manifest.json.xz").read_bytes()
     with tarfile.open(first) as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
@@ -482,7 +486,10 @@ def test_an_archive_member_that_is_not_a_plain_file_inside_is_refused(
 
 
 def test_an_archive_that_does_not_match_the_manifest_is_refused(shipped: Path) -> None:
-    _edit_manifest(shipped, lambda m: m["files"].update({MODEL: "0" * 64}))
+    packed = shipped / "manifest.json.xz"
+    m = json.loads(manifest_bytes(packed))
+    m["files"][MODEL] = "0" * 64
+    packed.write_bytes(lzma.compress(json.dumps(m, indent=2, sort_keys=True).encode()))
     with pytest.raises(DatasetError, match="does not match the shipped manifest .*reinstall"):
         bench_path()
     assert not (cache_dir() / f"passbench-gn-{VERSION}").exists()
@@ -499,7 +506,9 @@ def test_no_shipped_benchmark_says_how_to_build_it(
     # a manifest without its archive
     folder.mkdir(parents=True)
     make_bench(tmp_path / "bench")
-    shutil.copy(tmp_path / "bench" / "manifest.json", folder / "manifest.json")
+    (folder / "manifest.json.xz").write_bytes(
+        lzma.compress((tmp_path / "bench" / "manifest.json").read_bytes())
+    )
     with pytest.raises(
         DatasetError, match=f"its archive passbench-gn-{VERSION}.tar.xz.*passnet bench build"
     ):
@@ -513,7 +522,7 @@ def test_the_shipped_benchmark_unpacks_and_verifies(
     """The package's own archive, once the benchmark ships: every split in its manifest,
     the archive within the repository's limit, the evaluation splits unpacked and intact."""
     folder = passnet.data.passbench_dir()
-    manifest = folder / "manifest.json"
+    manifest = folder / "manifest.json.xz"
     if not manifest.is_file():
         pytest.skip("no benchmark shipped in this checkout")
     m = read_bench_manifest(manifest)

@@ -20,7 +20,7 @@ def quickstart_list() -> Path:
 
 
 def passbench_dir() -> Path:
-    """Folder of the shipped PassBench-GN: ``manifest.json`` (every split's files) and the
+    """Folder of the shipped PassBench-GN: ``manifest.json.xz`` (every split's files, compressed) and the
     archive of its evaluation splits, ``<name>-<version>.tar.xz`` (``passnet bench pack``).
     It may be absent: an installation without the benchmark (``passnet bench path`` says
     how to build it)."""

@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import lzma
 import os
 import re
 import shutil
@@ -59,6 +60,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MANIFEST_FILE = "manifest.json"
+SHIPPED_MANIFEST_FILE = MANIFEST_FILE + ".xz"
+"""The manifest beside the shipped archive, compressed (it lists every split's files)."""
 MANIFEST_SCHEMA_VERSIONS = frozenset({2})
 """The ``manifest.json`` schema versions this passnet reads."""
 BENCH_SPLITS = ("eval-fusible", "eval-classical", "train-fusible", "train-classical", "single-op")
@@ -151,8 +154,14 @@ def _int_field(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def manifest_bytes(path: str | Path) -> bytes:
+    """A manifest's JSON bytes: the file's, or decompressed where it ends in ``.xz``."""
+    raw = Path(path).read_bytes()
+    return lzma.decompress(raw) if str(path).endswith(".xz") else raw
+
+
 def read_bench_manifest(path: str | Path) -> BenchManifest:
-    """Read a benchmark's ``manifest.json``.
+    """Read a benchmark's ``manifest.json`` (or ``manifest.json.xz``).
 
     What makes it unusable raises :class:`~passnet.errors.DatasetError` naming the file
     and field: not a JSON object, a ``schema_version`` this passnet does not know, a
@@ -162,10 +171,10 @@ def read_bench_manifest(path: str | Path) -> BenchManifest:
     """
     manifest = Path(path)
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data = json.loads(manifest_bytes(manifest).decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"invalid JSON: {exc.msg}", file=manifest, line=exc.lineno) from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, lzma.LZMAError) as exc:
         raise DatasetError(f"cannot read the manifest: {exc}", file=manifest) from exc
     if not isinstance(data, dict):
         raise _fatal(manifest, f"must hold a JSON object, not {type(data).__name__}")
@@ -668,8 +677,8 @@ def pack_bench(
                     tar.addfile(info, data)
 
     _write_atomically(archive, write)
-    manifest_bytes = (root / MANIFEST_FILE).read_bytes()
-    _write_atomically(out / MANIFEST_FILE, lambda f: f.write(manifest_bytes))
+    packed = lzma.compress((root / MANIFEST_FILE).read_bytes(), preset=9)
+    _write_atomically(out / SHIPPED_MANIFEST_FILE, lambda f: f.write(packed))
     log.info("packed %s (%s) into %s", ", ".join(splits), check.summary(), archive)
     return archive
 
@@ -692,7 +701,7 @@ def shipped_bench() -> tuple[BenchManifest, Path]:
     :class:`~passnet.errors.DatasetError` that says how to build the benchmark when this
     installation has none."""
     folder = passnet.data.passbench_dir()
-    manifest = folder / MANIFEST_FILE
+    manifest = folder / SHIPPED_MANIFEST_FILE
     if not manifest.is_file():
         raise DatasetError(
             f"PassBench-GN is not in this installation (the package holds no manifest of it): "
@@ -756,7 +765,7 @@ def _cached_copy_intact(target: Path, m: BenchManifest) -> bool:
     task, are left alone)."""
     if not target.is_dir() or not (target / MANIFEST_FILE).is_file():
         return False
-    if (target / MANIFEST_FILE).read_bytes() != m.path.read_bytes():
+    if (target / MANIFEST_FILE).read_bytes() != manifest_bytes(m.path):
         return False
     try:
         splits = json.loads(_stamp(target).read_text(encoding="utf-8"))["splits"]
@@ -794,7 +803,7 @@ def _unpack(archive: Path, m: BenchManifest, target: Path) -> None:
             raise DatasetError(f"cannot unpack the shipped benchmark: {exc}", file=archive) from exc
         check = verify_bench(tmp, manifest=m.path)
         same_manifest = (tmp / MANIFEST_FILE).is_file() and (
-            (tmp / MANIFEST_FILE).read_bytes() == m.path.read_bytes()
+            (tmp / MANIFEST_FILE).read_bytes() == manifest_bytes(m.path)
         )
         if not (check.ok and same_manifest):
             problems = [
