@@ -103,13 +103,13 @@ def _cmd_path(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_pack(args: argparse.Namespace, console: Console) -> int:
-    from passnet.dataset import EVAL_SPLITS, pack_bench
+    from passnet.dataset import EVAL_SPLITS, SHIPPED_MANIFEST_FILE, pack_bench
 
     splits = args.split or list(EVAL_SPLITS)
     archive = pack_bench(args.bench_dir, args.out, splits=splits)
     size = archive.stat().st_size
     console.print(f"packed {', '.join(splits)}: {archive} ({size / 1e6:.1f} MB)")
-    console.print(f"manifest: {archive.parent / 'manifest.json'}")
+    console.print(f"manifest: {archive.parent / SHIPPED_MANIFEST_FILE}")
     others = sorted(p.name for p in archive.parent.glob("*.tar.xz") if p.name != archive.name)
     if others:
         print_warning(
