@@ -755,3 +755,45 @@ def test_generalize_writes_the_same_files_on_ray_and_with_one_or_two_jobs(
     for other in ("two", "ray"):
         assert files(tmp_path / other) == whole, other
         assert records(tmp_path / other) == records(tmp_path / "one"), other
+
+
+@pytest.mark.slow
+def test_bench_build_writes_the_same_benchmark_on_ray_and_with_one_or_two_jobs(
+    ray_executor: RayExecutor, tmp_path: Path
+) -> None:
+    """``passnet bench build``'s tasks and manifest are the same, byte for byte, with its
+    candidate step in this process, in isolated children with ``--jobs 1`` and ``2``, and
+    on Ray; and when the subgraphs and variants it reads were written on Ray (in the same
+    folders: their ``graph_net.json`` names the parent sample by the path it was given)."""
+    from passnet.dataset import build_bench, decompose_samples, generalize_samples
+
+    samples = [MLP, SAME_FILES_SAMPLES[0]]
+    run = tmp_path / "run"
+
+    def prepare(executor: Any) -> None:
+        shutil.rmtree(run, ignore_errors=True)
+        decompose_samples(
+            samples, run / "sub", ["fusible", "single-op"], root=DEV, executor=executor
+        )
+        fusible = sorted(p.parent for p in (run / "sub").rglob("fusible/*/model.py"))
+        generalize_samples(
+            fusible, run / "var", root=run / "sub", dtypes=["float16"], executor=executor
+        )
+
+    def build(name: str, **options: Any) -> dict[str, bytes]:
+        out = tmp_path / "bench" / name
+        build_bench([run / "sub", run / "var"], out, root=run, eval_fraction=0.5, **options)
+        return _tree(out)
+
+    prepare(None)
+    whole = build("in_process")
+    assert len([f for f in whole if f.endswith("model.py")]) > 4
+    assert any(f.startswith("eval-fusible/") for f in whole)
+    for name, options in (
+        ("jobs1", {"isolated": True, "jobs": 1}),
+        ("jobs2", {"isolated": True, "jobs": 2}),
+        ("ray", {"isolated": True, "executor": ray_executor}),
+    ):
+        assert build(name, **options) == whole, name
+    prepare(ray_executor)
+    assert build("from_ray") == whole
