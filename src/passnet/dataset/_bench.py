@@ -97,7 +97,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
-from passnet.dataset._bench_ship import file_sha256
+from passnet.dataset._bench_ship import MANIFEST_FILE, file_sha256
 from passnet.dataset._catalog import sample_kind, sample_provenance
 from passnet.dataset._layout import resolve_root, sample_names
 from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
@@ -129,7 +129,6 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
 """Of ``manifest.json`` (a task's own ``task.json`` follows :data:`passnet.task.TASK_SCHEMA_VERSION`).
 Version 2: splits by kind (``eval-fusible`` ...), relative provenance, file hashes."""
-MANIFEST_FILE = "manifest.json"
 BENCH_NAME = "passbench-gn"
 SELECTION_RULE = "long-tail-v1"
 LONG_TAIL_CATEGORIES = ("wrong", "slow", "marginal", "fast", "unmeasured")

@@ -35,7 +35,7 @@ from typing import Any
 
 import passnet.data
 from passnet.errors import DatasetError, PassnetError
-from passnet.task import load_task
+from passnet.task import BENCH_MANIFEST, load_task
 
 __all__ = [
     "BENCH_SPLITS",
@@ -59,7 +59,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FILE = BENCH_MANIFEST
 SHIPPED_MANIFEST_FILE = MANIFEST_FILE + ".xz"
 """The manifest beside the shipped archive, compressed (it lists every split's files)."""
 MANIFEST_SCHEMA_VERSIONS = frozenset({2})
