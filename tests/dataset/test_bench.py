@@ -68,25 +68,68 @@ def test_the_same_input_and_seed_give_a_byte_identical_tree(
     assert [t["split"] for t in manifest_a["tasks"]] != [t["split"] for t in manifest_c["tasks"]]
 
 
+def _absolute_parents(inputs: Path) -> None:
+    """Make the inputs' ``graph_net.json`` name their parents by absolute paths into the
+    folder they lie in, as an older passnet wrote them (the path the stage was given)."""
+    fusible = inputs / "dec" / "transformers-auto-model" / BERT.name / "fusible"
+    for file in inputs.rglob("graph_net.json"):
+        graph_net = json.loads(file.read_text())
+        for key, base in (("subgraph", inputs / "corpus"), ("generalization", fusible)):
+            if key in graph_net:
+                graph_net[key]["parent"] = str(base / graph_net[key]["parent"])
+        file.write_text(json.dumps(graph_net, indent=4) + "\n")
+
+
 def test_the_tree_does_not_depend_on_the_folder_the_inputs_lie_in(
     subgraphs: Path, tmp_path: Path
 ) -> None:
     """Sources, parents and ranges are relative: the same inputs copied to two absolute
-    folders give byte-identical benchmarks (task.json and manifest included)."""
+    folders give byte-identical benchmarks (task.json, manifest and every copied
+    graph_net.json included), also when the inputs' graph_net.json name their parents by
+    absolute paths into those folders."""
     one = shutil.copytree(subgraphs, tmp_path / "one" / "in")
     two = shutil.copytree(subgraphs, tmp_path / "elsewhere" / "deeper" / "in")
     build_bench(one, tmp_path / "a", seed=2)
     build_bench(two, tmp_path / "b", seed=2)
     a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
     assert a and a == b
-    text = (tmp_path / "a" / "manifest.json").read_text()
-    assert str(tmp_path) not in text and str(subgraphs) not in text
-    manifest = json.loads(text)
+    for copy in (one, two):
+        _absolute_parents(copy)
+    assert str(one) in (next(one.rglob("fusible/*/graph_net.json"))).read_text()
+    build_bench(one, tmp_path / "c", seed=2)
+    build_bench(two, tmp_path / "d", seed=2)
+    assert tree(tmp_path / "c") == tree(tmp_path / "d") == a
+    for path in (tmp_path / "c").rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert str(tmp_path) not in text and str(subgraphs) not in text, path
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     graph = next(g for t in manifest["tasks"] for g in t["graphs"] if t["kind"] == "fusible")
     # decompose named its parent relative to the corpus; the cut range is the folder's
     assert graph["parent"].split("/")[0] in ("transformers-auto-model", "mmpose")
     start, stop = graph["range"]
     assert graph["source"].startswith(f"dec/{graph['parent']}/fusible/{start:04d}-{stop:04d}")
+    # a copied graph names its parent as the manifest does, a variant its origin's source
+    sources = {g["graph_hash"]: g["source"] for t in manifest["tasks"] for g in t["graphs"]}
+    variants = 0
+    for task in manifest["tasks"]:
+        for g in task["graphs"]:
+            graph_net = json.loads(
+                (
+                    tmp_path / "a" / task["split"] / task["name"] / g["path"] / "graph_net.json"
+                ).read_text()
+            )
+            assert graph_net["subgraph"]["parent"] == g["parent"]
+            if "generalization" in graph_net:
+                origin = graph_net["generalization"]
+                assert origin["parent"] == sources.get(
+                    origin["parent_graph_hash"], origin["parent"]
+                )
+                assert origin["parent"].startswith(
+                    f"dec/transformers-auto-model/{BERT.name}/fusible/"
+                )
+                variants += 1
+    assert variants
 
 
 def test_the_manifest_lists_every_file_with_its_hash_and_the_splits(
@@ -629,8 +672,10 @@ def test_a_parent_is_named_by_the_decompose_records_else_by_the_folder_layout(
     subgraphs: Path, tmp_path: Path
 ) -> None:
     """A sample whose decompose record was lost (its subgraphs written) still names its
-    parent by where decompose put them; a subgraph outside any decompose folder has no
-    parent name, and the build says so."""
+    parent by where decompose put them; a subgraph outside any decompose folder by the
+    relative name its graph_net.json gives (decompose's, relative to its --root); one
+    whose graph_net.json holds an absolute path (an older passnet) has no parent name,
+    and the build says so."""
     dec = shutil.copytree(subgraphs / "dec", tmp_path / "dec")
     records = dec / "decompose.jsonl"
     lines = records.read_text().splitlines(keepends=True)
@@ -646,7 +691,17 @@ def test_a_parent_is_named_by_the_decompose_records_else_by_the_folder_layout(
     shutil.copytree(Path(dec / mlp[0]["source"]), lone)
     alone = build_bench(lone, tmp_path / "alone")
     (task,) = alone.tasks
+    assert task.graphs[0]["parent"] == f"transformers-auto-model/{MLP.name}"
+    assert task.family == "transformers-auto-model" and not alone.warnings
+
+    graph_net = json.loads((lone / "graph_net.json").read_text())
+    graph_net["subgraph"]["parent"] = str(MLP)
+    (lone / "graph_net.json").write_text(json.dumps(graph_net, indent=4) + "\n")
+    alone = build_bench(lone, tmp_path / "alone", overwrite=True)
+    (task,) = alone.tasks
     assert task.graphs[0]["parent"] is None and task.family == "(unknown)"
+    copied = tmp_path / "alone" / task.split / task.name / task.graphs[0]["path"]
+    assert json.loads((copied / "graph_net.json").read_text())["subgraph"]["parent"] is None
     assert alone.warnings == [
         "1 graph(s) have no parent name: no decompose.jsonl above them names the sample "
         "they were cut from (their tasks' family is '(unknown)')"

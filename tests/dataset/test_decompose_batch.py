@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from passnet.dataset import (
 from passnet.dataset._fold import fold_sequences
 from passnet.errors import DatasetError
 from passnet.sample import Constraints, TensorMeta, write_sample
+from tests.conftest import MLP
 from tests.dataset.test_decompose import TOY_SOURCE, make_toy
 
 KINDS = ["classical", "single-op"]
@@ -96,6 +98,56 @@ def test_a_sample_decomposed_alone_lands_where_the_corpus_run_put_it(
     assert _tree(out) == before
     with pytest.raises(DatasetError, match="named relative to"):
         decompose_samples([corpus / "family_a"], out, ["single-op"], root=corpus / "family_a")
+
+
+def test_written_parents_are_relative_to_the_root_and_the_catalog_resolves_them(
+    tmp_path: Path,
+) -> None:
+    """A real sample copied into two corpora at different absolute folders: its subgraphs
+    (decompose) and their variants (generalize) name their parent relative to --root, so
+    the written files are byte-identical; the catalogs link each to its own copy."""
+    from passnet.dataset import Catalog, generalize_samples
+
+    outputs = []
+    for place in (tmp_path / "a", tmp_path / "b" / "deeper"):
+        corpus = place / "corpus"
+        sample = Path(shutil.copytree(MLP, corpus / "transformers-auto-model" / MLP.name))
+        with Catalog(place / "catalog.sqlite") as catalog:
+            (result,) = decompose_samples(
+                [sample], place / "sub", ["single-op"], root=corpus, isolated=False, catalog=catalog
+            )
+            written = [r.path for r in result.subgraphs if r.status is SubgraphStatus.WRITTEN]
+            assert written and result.root == str(corpus.resolve())
+            linked = catalog.subgraphs(sample)
+            assert sorted(r.path for r in linked) == sorted(str(Path(w).resolve()) for w in written)
+            assert {r.parent for r in linked} == {str(sample.resolve())}
+            assert {r.provenance["parent"] for r in linked} == {str(sample.resolve())}
+            generalize_samples(
+                written[:1],
+                place / "var",
+                root=place / "sub",
+                dtypes=["float16"],
+                shape_factors=[],
+                isolated=False,
+                catalog=catalog,
+            )
+            (variant,) = catalog.samples(kind="variant")
+            assert variant.provenance["generalization"]["parent"] == str(Path(written[0]).resolve())
+        name = Path(written[0]).relative_to(place / "sub").as_posix()
+        graph_net = json.loads((place / "var" / name / "float16" / "graph_net.json").read_text())
+        assert graph_net["subgraph"]["parent"] == f"transformers-auto-model/{MLP.name}"
+        assert graph_net["generalization"]["parent"] == name
+        outputs.append(place)
+    a, b = (
+        {
+            f"{d}/{k}": v
+            for d in ("sub", "var")
+            for k, v in _tree(p / d).items()
+            if ".jsonl" not in k
+        }
+        for p in outputs
+    )
+    assert sum(n.endswith("graph_net.json") for n in a) > 2 and a == b
 
 
 def test_samples_outside_the_root_are_refused_before_any_work(corpus: Path, tmp_path: Path) -> None:

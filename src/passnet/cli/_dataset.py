@@ -81,10 +81,10 @@ examples:
   passnet decompose corpus/mmseg --out subgraphs --root corpus    # a chunk of a corpus
   passnet motifs subgraphs/decompose.jsonl --out motifs.json      # fold the corpus's op sequences
   passnet decompose corpus/ --out classical --kind classical --motifs motifs.json
-Writes OUT/<name>/<kind>/<start>-<stop>/ (GraphNet samples; provenance in graph_net.json),
-<name> being the sample's path relative to --root (default: the root OUT's records name,
-else the common folder of the samples' parents), and OUT/decompose.jsonl (one record per
-sample). Each sample runs in its own process, stopped after --timeout seconds and limited to
+Writes OUT/<name>/<kind>/<start>-<stop>/ (GraphNet samples; provenance in graph_net.json,
+the parent named <name>), <name> being the sample's path relative to --root (default: the
+root OUT's records name, else the common folder of the samples' parents), and
+OUT/decompose.jsonl (one record per sample). Each sample runs in its own process, stopped after --timeout seconds and limited to
 --memory-limit-gb: a crash, hang or out-of-memory is that sample's status. Re-running
 resumes: samples already recorded there are skipped (--retry-failed redoes those that did
 not end ok, --no-resume all). The classical kind folds each sample alone, or applies the
@@ -108,8 +108,8 @@ examples:
   passnet generalize subgraphs/mmseg --out variants --root subgraphs --catalog catalog.sqlite
   passnet generalize subgraphs/ --out variants --jobs 8 --timeout 300
 Writes OUT/<name>/<dtype>[_<symbol>-<value>]/ for every variant that runs with finite
-outputs (<name>: the sample's path relative to --root, as for decompose), and
-OUT/generalize.jsonl; failing variants are listed with the reason, and scaled shapes
+outputs (<name>: the sample's path relative to --root, as for decompose; graph_net.json
+names the parent so), and OUT/generalize.jsonl; failing variants are listed with the reason, and scaled shapes
 over --max-variant-mb are counted as too large (reasons in generalize.jsonl). Samples
 run in child processes (up to 32 in turn in one), each stopped after --timeout seconds:
 a hang or a crash is that sample's status (timeout, crashed, out_of_memory).

@@ -94,7 +94,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from passnet.dataset._bench_ship import MANIFEST_FILE, file_sha256
@@ -170,6 +170,9 @@ class BenchGraph:
     unit_range: tuple[int, ...] = ()
     variant_of: str = ""
     """Graph hash of the graph it is a dtype/shape variant of ("" if none)."""
+    parent_ref: str = ""
+    """Its parent as its ``graph_net.json`` ``subgraph.parent`` names it, when that is a
+    relative name (decompose's name for it, relative to its ``--root``); "" otherwise."""
 
     def sort_key(self) -> tuple[Any, ...]:
         return (
@@ -217,6 +220,9 @@ class BenchTask:
     source_paths: list[str] = field(default_factory=list, repr=False)
     """The input sample folders the graphs were copied from (this machine's paths: not
     written to the benchmark)."""
+    parents: list[dict[str, str | None]] = field(default_factory=list, repr=False)
+    """Per graph, the ``parent`` its copied ``graph_net.json`` holds under ``subgraph``
+    and ``generalization`` (:func:`_relative_parents`)."""
 
     def record(self) -> dict[str, Any]:
         """The task's entry in ``manifest.json``."""
@@ -406,8 +412,9 @@ class _NoInputs(Exception):
     """A graph without tensor inputs (left out of the benchmark)."""
 
 
-CANDIDATE_SCHEMA_VERSION = 2
-"""Version 2: ``parent_hash``, ``unit_range`` and ``variant_of`` (provenance)."""
+CANDIDATE_SCHEMA_VERSION = 3
+"""Version 2: ``parent_hash``, ``unit_range`` and ``variant_of`` (provenance); 3:
+``parent_ref``."""
 
 
 @dataclass
@@ -426,6 +433,7 @@ class BenchCandidate:
     parent_hash: str = ""
     unit_range: list[int] = field(default_factory=list)
     variant_of: str = ""
+    parent_ref: str = ""
     name: str = ""
     root: str = ""
     fingerprint: str = ""
@@ -455,6 +463,7 @@ class BenchCandidate:
             self.parent_hash,
             tuple(self.unit_range),
             self.variant_of,
+            self.parent_ref,
         )
 
 
@@ -488,6 +497,7 @@ class BenchCandidateStage(Stage[BenchCandidate]):
             parent_hash=g.parent_hash,
             unit_range=list(g.unit_range),
             variant_of=g.variant_of,
+            parent_ref=g.parent_ref,
             elapsed_s=time.perf_counter() - t0,
         )
 
@@ -509,6 +519,7 @@ def _describe(path: Path) -> BenchGraph:
     cut = provenance if isinstance(provenance, dict) else {}
     variant = sample.graph_net.get("generalization")
     unit_range = cut.get("unit_range")
+    parent = cut.get("parent")
     return BenchGraph(
         str(path),
         _op_sequence(sample),
@@ -519,6 +530,7 @@ def _describe(path: Path) -> BenchGraph:
         str(cut.get("parent_graph_hash", "")),
         tuple(int(i) for i in unit_range) if isinstance(unit_range, list) else (),
         str(variant.get("parent_graph_hash", "")) if isinstance(variant, dict) else "",
+        parent if isinstance(parent, str) and not PurePosixPath(parent).is_absolute() else "",
     )
 
 
@@ -593,11 +605,12 @@ class _ParentNames:
     def name(self, g: BenchGraph) -> str | None:
         """The parent of a subgraph: by its parent's hash in the records, else by where it
         lies in a decompose output folder (a sample whose record was lost, its subgraphs
-        written); None when neither says."""
+        written), else by the relative name its ``graph_net.json`` gives it; None when
+        none says."""
         if g.parent_hash in self.by_hash:
             return self.by_hash[g.parent_hash]
         if len(g.unit_range) != 2:
-            return None
+            return g.parent_ref or None
         real = Path(g.path).resolve()
         cut = f"{g.unit_range[0]:04d}-{g.unit_range[1]:04d}"
         for folder in self.folders:
@@ -605,7 +618,7 @@ class _ParentNames:
                 parts = real.relative_to(folder).parts
                 if len(parts) >= 3 and parts[-2] == g.kind and parts[-1] == cut:
                     return "/".join(parts[:-2])
-        return None
+        return g.parent_ref or None
 
 
 def _write_task(task_dir: Path, task: BenchTask) -> None:
@@ -623,6 +636,29 @@ def _write_task(task_dir: Path, task: BenchTask) -> None:
         "selection": task.selection.to_dict() if task.selection else None,
     }
     write_task(task_dir, graphs, name=task.name, metadata=metadata)
+    for g, parents in zip(task.graphs, task.parents, strict=True):
+        _relative_parents(task_dir / g["path"], parents)
+
+
+def _relative_parents(graph_dir: Path, parents: Mapping[str, str | None]) -> None:
+    """Write ``parents`` into a copied graph's ``graph_net.json``: for each section
+    (``subgraph``, ``generalization``) that names a ``parent``, the benchmark's relative
+    name for it, whatever the input held (an older passnet wrote the absolute path the
+    stage was given). A file already holding those names is left as copied."""
+    from passnet.sample import GRAPH_NET_FILE, write_graph_net
+
+    file = graph_dir / GRAPH_NET_FILE
+    if not file.is_file():
+        return
+    graph_net = json.loads(file.read_text(encoding="utf-8"))
+    changed = False
+    for key, name in parents.items():
+        section = graph_net.get(key)
+        if isinstance(section, dict) and "parent" in section and section["parent"] != name:
+            section["parent"] = name
+            changed = True
+    if changed:
+        write_graph_net(graph_dir, graph_net)
 
 
 def _record_task(catalog: Any, out: Path, task: BenchTask, seed: int, stride: int) -> None:
@@ -996,6 +1032,12 @@ def build_bench(
             return None
         return relative[g.path]  # a whole graph is its own parent
 
+    def origin_of(g: BenchGraph) -> str | None:
+        """The source of the graph a variant was made from, when that graph is an input
+        (matched by hash, as :func:`parent_of` does); else None."""
+        origin = by_hash.get(g.variant_of) if g.variant_of else None
+        return relative[origin.path] if origin is not None and origin is not g else None
+
     tasks: list[BenchTask] = []
     for seq in sorted(sampled, key=_task_name):
         representatives: dict[tuple[Any, ...], BenchGraph] = {}
@@ -1008,11 +1050,12 @@ def build_bench(
         task.measured_hashes = [g.graph_hash for g in by_sequence[seq]]
         for g in chosen:
             name = f"{Path(g.path).name}_{g.graph_hash[:10]}"
+            parent = parent_of(g)
             task.graphs.append(
                 {
                     "path": f"graphs/{g.dtype}/{_bucket_dir(g.shape_bucket)}/{name}",
                     "source": relative[g.path],
-                    "parent": parent_of(g),
+                    "parent": parent,
                     "range": list(g.unit_range) or None,
                     "kind": g.kind,
                     "dtype": g.dtype,
@@ -1021,6 +1064,12 @@ def build_bench(
                 }
             )
             task.source_paths.append(g.path)
+            task.parents.append(
+                {
+                    "subgraph": parent if g.parent_hash else g.parent_ref or None,
+                    "generalization": origin_of(g),
+                }
+            )
         first_parent = task.graphs[0]["parent"]
         task.family = first_parent.split("/", 1)[0] if first_parent else UNKNOWN_FAMILY
         tasks.append(task)

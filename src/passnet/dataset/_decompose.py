@@ -49,6 +49,7 @@ import torch
 from passnet.dataset._fold import Folding, apply_folding, fold_sequences, motif_occurrences
 from passnet.dataset._fusible import analyze_fusible, fusible_ranges
 from passnet.dataset._generalize import SymbolicDims, infer_symbolic_dims
+from passnet.dataset._layout import relative_name, resolve_name
 from passnet.dataset._lockstep import RangeCheck, run_lockstep
 from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
@@ -205,6 +206,8 @@ class DecomposeResult:
     name: str = ""
     """The sample's folder under the output folder (its path relative to ``root``)."""
     root: str = ""
+    """The folder (resolved) the written subgraphs' ``graph_net.json`` name their parent
+    relative to (``subgraph.parent``)."""
     subgraphs: list[SubgraphRecord] = field(default_factory=list)
     errors: list[ErrorInfo] = field(default_factory=list)
     units: int = 0
@@ -444,12 +447,12 @@ def _constraints(sub: Subgraph, dims: SymbolicDims) -> tuple[Constraints, list[s
     )
 
 
-def _provenance(sub: Subgraph, kind: str, symbol: str) -> dict[str, Any]:
+def _provenance(sub: Subgraph, job: _Job, symbol: str) -> dict[str, Any]:
     parent = sub.parent
     start, stop = sub.call_range
     return {
-        "kind": kind,
-        "parent": str(parent.path),
+        "kind": job.label,
+        "parent": job.parent,
         "parent_graph_hash": parent.sample.graph_hash,
         "unit_range": [sub.range.start, sub.range.stop],
         "node_range": [start, stop],
@@ -487,11 +490,13 @@ def _check_replay(path: Path, device: str, seed: int, parent_finite: bool) -> st
 
 @dataclass
 class _Job:
-    """One kind's candidates, written under ``out``; ``label`` is the kind in ``graph_net.json``."""
+    """One kind's candidates, written under ``out``; ``label`` is the kind and ``parent``
+    the parent's name (:func:`~passnet.dataset._layout.relative_name`) in ``graph_net.json``."""
 
     label: str
     out: Path
     candidates: list[_Candidate]
+    parent: str
     skip_constants: bool = False
 
 
@@ -517,7 +522,7 @@ def _write_one(item: _Item, check: RangeCheck, dims: SymbolicDims) -> bool:
         graph_net = {k: v for k, v in parent.sample.graph_net.items() if k in _INHERITED_FIELDS}
         graph_net.setdefault("framework", "torch")
         graph_net["dynamic"] = False
-        graph_net["subgraph"] = _provenance(sub, item.job.label, item.cand.symbol)
+        graph_net["subgraph"] = _provenance(sub, item.job, item.cand.symbol)
         write_sample(
             path,
             sub.model_source,
@@ -639,15 +644,23 @@ def _materialize(
 
 
 def _record_in_catalog(catalog: Any, result: DecomposeResult) -> None:
-    """Add each written subgraph of ``result`` to ``catalog`` (parent, call-node range, kind)."""
+    """Add each written subgraph of ``result`` to ``catalog`` (parent, call-node range, kind).
+
+    The parent is the one its ``graph_net.json`` names, resolved against ``result.root``
+    (the catalog keeps absolute paths, its provenance too)."""
     for rec in result.subgraphs:
         if rec.status is not SubgraphStatus.WRITTEN:
             continue
         try:
             provenance = json.loads((Path(rec.path) / "graph_net.json").read_text())["subgraph"]
             start, stop = provenance["node_range"]
+            parent = resolve_name(str(provenance["parent"]), result.root)
             catalog.add_subgraph(
-                provenance["parent"], (start, stop), rec.path, kind=rec.kind, provenance=provenance
+                parent,
+                (start, stop),
+                rec.path,
+                kind=rec.kind,
+                provenance={**provenance, "parent": str(parent)},
             )
         except (PassnetError, OSError, KeyError, ValueError) as exc:
             result.errors.append(_error(exc, "catalog", subgraph=rec.path))
@@ -699,6 +712,7 @@ def decompose_sample(
     method: str = "one-compile",
     folding: Folding | None = None,
     name: str | None = None,
+    root: str | Path | None = None,
     device: str = "cpu",
     seed: int = 0,
     catalog: Any = None,
@@ -711,7 +725,10 @@ def decompose_sample(
     fusible analysis (``one-compile`` or ``every-prefix``). ``folding``: a fixed motif
     table for the classical kind (a corpus's ``folding.json``,
     :meth:`Folding.from_json`); without one, the sample's own sequence is folded.
-    ``name`` defaults to the sample's folder name. ``catalog``: a
+    ``name`` defaults to the sample's folder name. ``root``: the folder each subgraph's
+    ``graph_net.json`` names its parent relative to (``subgraph.parent``; default: the
+    folder holding the sample, so the parent is its folder name; a sample outside
+    ``root`` is named by its absolute path). ``catalog``: a
     :class:`~passnet.dataset.Catalog` to record each written subgraph in.
     ``on_candidates(result)`` is called once every kind's candidates are known, before
     anything is written (a provisional result to keep if the rest fails).
@@ -726,9 +743,11 @@ def decompose_sample(
     bounds = dict(DEFAULT_OP_BOUNDS)
     for k, b in (op_bounds or {}).items():
         bounds[SubgraphKind.parse(k)] = (int(b[0]), int(b[1]))
+    base = Path(root) if root is not None else Path(sample).resolve().parent
     result = DecomposeResult(
         sample=str(sample),
         kinds=[k.value for k in kind_list],
+        root=str(base.resolve()),
         options={
             "method": method,
             "device": device,
@@ -768,6 +787,7 @@ def decompose_sample(
                     kind.value,
                     out_root / kind.value,
                     candidates,
+                    relative_name(sample, base),
                     skip_constants=kind is SubgraphKind.SINGLE_OP,
                 )
             )
@@ -805,6 +825,7 @@ def write_op_ranges(
     out_dir: str | Path,
     *,
     kind: str,
+    root: str | Path | None = None,
     catalog: Any = None,
 ) -> list[SubgraphRecord]:
     """Write chosen op ranges of a traced sample as subgraph samples, ``out_dir/<start>-<stop>/``.
@@ -816,11 +837,14 @@ def write_op_ranges(
     already written is a duplicate. A range that starts or stops where a
     non-tensor value crosses, or inside a functorch (``vmap``) region, is skipped.
     Every range ends as a record, in range order, whose status and reason say what
-    became of it. ``out_dir`` is replaced as a whole.
+    became of it. ``out_dir`` is replaced as a whole. ``root``: as for
+    :func:`decompose_sample`.
     """
     candidates = [_Candidate(r, skip=parent.range_cut_reason(r)) for r in ranges]
-    result = DecomposeResult(sample=str(parent.path), kinds=[kind])
-    result.subgraphs = _materialize(parent, [_Job(kind, Path(out_dir), candidates)], SymbolicDims())
+    base = Path(root) if root is not None else Path(parent.path).resolve().parent
+    result = DecomposeResult(sample=str(parent.path), kinds=[kind], root=str(base.resolve()))
+    job = _Job(kind, Path(out_dir), candidates, relative_name(parent.path, base))
+    result.subgraphs = _materialize(parent, [job], SymbolicDims())
     if catalog is not None:
         _record_in_catalog(catalog, result)
     for error in result.errors:
@@ -944,6 +968,7 @@ class DecomposeStage(Stage[DecomposeResult]):
             list(self.kinds),
             folding=self.folding,
             name=job.name,
+            root=job.root or None,
             on_candidates=provisional,
             **self.options,
         )

@@ -52,6 +52,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from passnet.dataset._catalog import sample_kind, sample_provenance
+from passnet.dataset._layout import relative_name, resolve_name
 from passnet.dataset._shapes import GeneralizeError, run_graph, value_rule
 from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import (
@@ -159,6 +160,8 @@ class GeneralizeResult:
     name: str = ""
     """The sample's folder under the output folder (its path relative to ``root``)."""
     root: str = ""
+    """The folder (resolved) the written variants' ``graph_net.json`` name their parent
+    relative to (``generalization.parent``)."""
     duplicate_of: str = ""
     """Status ``duplicate``: the name of the sample with the same graph hash that was
     generalized instead."""
@@ -540,8 +543,13 @@ def generalize_sample(
     device: str = "cpu",
     seed: int = 0,
     max_variant_mb: float | None = DEFAULT_MAX_VARIANT_MB,
+    root: str | Path | None = None,
 ) -> GeneralizeResult:
     """Write validated dtype and shape variants of one sample under ``out_dir/<variant>/``.
+
+    ``root``: the folder each variant's ``graph_net.json`` names its parent relative to
+    (``generalization.parent``; default: the folder holding the sample, so the parent is
+    its folder name; a sample outside ``root`` is named by its absolute path).
 
     Never raises for a bad sample: the result's status is ``error`` with an
     :class:`~passnet.evaluate.ErrorInfo`, and each failing variant is a
@@ -551,7 +559,11 @@ def generalize_sample(
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
-    result = GeneralizeResult(sample=str(sample), graph_hash="", status="ok")
+    base = Path(root) if root is not None else Path(sample).resolve().parent
+    result = GeneralizeResult(
+        sample=str(sample), graph_hash="", status="ok", root=str(base.resolve())
+    )
+    parent_name = relative_name(sample, base)
     try:
         parent = trace_parent(sample, device, seed)
         result.graph_hash = parent.sample.graph_hash
@@ -573,7 +585,9 @@ def generalize_sample(
             if shape is not None and bound is not None and shape.nbytes > bound:
                 record = _too_large(variant, shape.nbytes, bound)
             else:
-                record = _write_variant(parent, variant, shape, examples, shapes, out_dir, device)
+                record = _write_variant(
+                    parent, parent_name, variant, shape, examples, shapes, out_dir, device
+                )
             record.elapsed_s = time.perf_counter() - t
             result.variants.append(record)
     except PassnetError as exc:
@@ -665,6 +679,7 @@ def _too_large(variant: Variant, nbytes: int, bound: int) -> VariantRecord:
 
 def _write_variant(
     parent: ParentGraph,
+    parent_name: str,
     variant: Variant,
     scaled: _Scaled | None,
     examples: dict[str, int],
@@ -703,7 +718,7 @@ def _write_variant(
         def write(dst: Path, source: str, metas: Sequence[TensorMeta], kept: Sequence[str]) -> None:
             graph_net = dict(sample.graph_net)
             graph_net["generalization"] = {
-                "parent": str(sample.path),
+                "parent": parent_name,
                 "parent_graph_hash": sample.graph_hash,
                 "dtype": record.dtype,
                 "sizes": sizes,
@@ -821,7 +836,7 @@ class GeneralizeStage(Stage[GeneralizeResult]):
 
     def work(self, job: SampleJob, send: Send) -> GeneralizeResult:
         send(("stage", "generalize"))
-        return generalize_sample(job.sample, job.out_dir, **self.options)
+        return generalize_sample(job.sample, job.out_dir, root=job.root or None, **self.options)
 
     def failed(
         self, job: SampleJob, death: ChildDeath, provisional: GeneralizeResult | None
@@ -918,10 +933,15 @@ def _record_variants(catalog: Any, result: GeneralizeResult) -> None:
             continue
         try:
             sample = load_sample(v.path)
+            provenance = sample_provenance(sample)
+            written = provenance.get("generalization", {})
+            if isinstance(written.get("parent"), str):  # the catalog keeps absolute paths
+                parent = resolve_name(written["parent"], result.root)
+                provenance["generalization"] = {**written, "parent": str(parent)}
             catalog.add_sample(
                 v.path,
                 kind=sample_kind(sample),
-                provenance=sample_provenance(sample),
+                provenance=provenance,
                 sample=sample,
             )
         except PassnetError as exc:

@@ -13,6 +13,11 @@ chunks (resumed across stops, split over machines) writes the same files:
 
 A sample outside the root, or two samples given one name, is a
 :class:`~passnet.errors.DatasetError` raised before any work starts.
+
+The same root names each sample's *parent* in the files the stages write
+(``graph_net.json`` ``subgraph.parent``, ``generalization.parent``):
+:func:`relative_name` writes it, :func:`resolve_name` reads it back, so those files
+do not depend on the folders the stage ran in.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from passnet.errors import DatasetError
 
-__all__ = ["output_root", "resolve_root", "sample_names"]
+__all__ = ["output_root", "relative_name", "resolve_name", "resolve_root", "sample_names"]
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -83,3 +88,19 @@ def sample_names(samples: Sequence[Path], root: Path) -> list[str]:
         seen[name] = real
         names.append(name)
     return names
+
+
+def relative_name(path: str | Path, root: str | Path) -> str:
+    """How a written file names the sample ``path``: its path relative to ``root`` (POSIX
+    separators) when it lies under it, else its resolved absolute path (no root applies)."""
+    real, base = Path(path).resolve(), Path(root).resolve()
+    if real != base and _under(real, base):
+        return real.relative_to(base).as_posix()
+    return str(real)
+
+
+def resolve_name(name: str, root: str | Path) -> Path:
+    """The sample a name of :func:`relative_name` stands for: an absolute name as it is,
+    a relative one under ``root``."""
+    path = Path(name)
+    return path if path.is_absolute() else Path(root).resolve() / path

@@ -93,7 +93,7 @@ def build_reference_task(
                 sources.append((root / rel, Path(rel).name, {"source": str(rel)}))
                 continue
             _, records = site_subgraphs(
-                ref, root / rel, Path(tmp) / "sites" / Path(rel).name, patterns
+                ref, root / rel, Path(tmp) / "sites" / Path(rel).name, patterns, root=root
             )
             for r in records:
                 if r.status is not SubgraphStatus.WRITTEN:

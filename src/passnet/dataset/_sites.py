@@ -115,10 +115,14 @@ def site_subgraphs(
     sample: str | Path,
     out_dir: str | Path,
     patterns: list[tuple[str, Pattern]] | None = None,
+    *,
+    root: str | Path | None = None,
 ) -> tuple[list[PassSite], list[SubgraphRecord]]:
     """Write the sites of ``ref`` in ``sample`` as subgraph samples under ``out_dir/<start>-<stop>/``.
 
     ``patterns``: ``reference_patterns(ref)``, when the caller has them already.
+    ``root``: the folder the subgraphs' ``graph_net.json`` name the sample relative to
+    (default: the folder holding it; :func:`passnet.dataset.write_op_ranges`).
     Returns the sites found and a record per site (written or duplicate). Raises
     :class:`~passnet.errors.SampleError` when the sample cannot be traced, the pass
     matches nothing in it, a site cannot be made into a faithful subgraph sample,
@@ -137,7 +141,7 @@ def site_subgraphs(
             f"reference pass {ref.name!r} matches nothing in this sample (rules: {', '.join(ref.rules)})",
             sample=path,
         )
-    records = write_op_ranges(parent, [s.range for s in sites], out_dir, kind=SITE_KIND)
+    records = write_op_ranges(parent, [s.range for s in sites], out_dir, kind=SITE_KIND, root=root)
     for site, rec in zip(sites, records, strict=True):
         if rec.status not in (SubgraphStatus.WRITTEN, SubgraphStatus.DUPLICATE):
             raise SampleError(

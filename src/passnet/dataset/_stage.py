@@ -59,13 +59,15 @@ Send = Callable[[tuple[str, Any]], None]
 @dataclass(frozen=True)
 class SampleJob:
     """One sample of a stage run: its folder, its name under the root, where its files go
-    (``OUT/<name>``), the torch threads and the memory bound of its child."""
+    (``OUT/<name>``), the torch threads and the memory bound of its child, and the root
+    (resolved) its name is relative to."""
 
     sample: str
     name: str
     out_dir: str
     threads: int | None = None
     memory_limit_bytes: int | None = None
+    root: str = ""
 
 
 @dataclass(frozen=True)
@@ -329,6 +331,7 @@ def run_stage(
             str(out / name if stage.per_sample_dir else out) if out is not None else "",
             threads,
             limit,
+            str(chosen_root),
         )
         for path, name in todo
     ]

@@ -52,6 +52,7 @@ from passnet.sample._paddle import (
 )
 from passnet.sample._replay import ParamUsage, analyze_usage, replay_cache, replay_value
 from passnet.sample._sample import (
+    GRAPH_NET_FILE,
     OPTIONAL_FILES,
     Sample,
     is_module_state,
@@ -60,7 +61,7 @@ from passnet.sample._sample import (
     recorded_hash,
     sample_digest,
 )
-from passnet.sample._write import write_sample
+from passnet.sample._write import write_graph_net, write_sample
 
 __all__ = [
     "FUNCTORCH_CALLS",
@@ -75,6 +76,7 @@ __all__ = [
     "replay_paddle_arrays",
     "sample_framework",
     "LOCATION_KEY",
+    "GRAPH_NET_FILE",
     "OPTIONAL_FILES",
     "Comparison",
     "Constraints",
@@ -122,5 +124,6 @@ __all__ = [
     "stable_toposort",
     "trace_graph",
     "trace_sample",
+    "write_graph_net",
     "write_sample",
 ]

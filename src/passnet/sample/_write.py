@@ -9,9 +9,9 @@ from typing import Any
 
 from passnet.sample._constraints import Constraints, render_constraints_file
 from passnet.sample._meta import TensorMeta, render_meta_file
-from passnet.sample._sample import HASH_FILE
+from passnet.sample._sample import GRAPH_NET_FILE, HASH_FILE
 
-__all__ = ["write_sample"]
+__all__ = ["write_graph_net", "write_sample"]
 
 
 def write_sample(
@@ -37,8 +37,14 @@ def write_sample(
     (path / "input_tensor_constraints.py").write_text(
         render_constraints_file(constraints or Constraints())
     )
-    (path / "graph_net.json").write_text(
-        json.dumps(graph_net or {"framework": "torch"}, indent=4) + "\n"
-    )
+    write_graph_net(path, graph_net or {"framework": "torch"})
     (path / HASH_FILE).write_text(graph_hash or hashlib.sha256(model_source.encode()).hexdigest())
     return path
+
+
+def write_graph_net(path: str | Path, graph_net: dict[str, Any]) -> Path:
+    """Write a sample folder's ``graph_net.json`` (indent 4, keys in the order given: what
+    :func:`write_sample` writes). Returns the file's path."""
+    target = Path(path) / GRAPH_NET_FILE
+    target.write_text(json.dumps(graph_net, indent=4) + "\n")
+    return target
