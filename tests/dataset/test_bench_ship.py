@@ -337,9 +337,9 @@ def _count_unpacks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     calls: list[Path] = []
     real = _bench_ship._unpack
 
-    def counting(archive: Path, m: Any, target: Path) -> None:
+    def counting(archive: Path, m: Any, target: Path, digests: Any) -> None:
         calls.append(target)
-        real(archive, m, target)
+        real(archive, m, target, digests)
 
     monkeypatch.setattr(_bench_ship, "_unpack", counting)
     return calls
@@ -366,8 +366,116 @@ def test_bench_path_unpacks_once(
         f".passbench-gn-{VERSION}.unpacked.json",
         f"passbench-gn-{VERSION}",
     ]
-    stamp = folder.parent / f".passbench-gn-{VERSION}.unpacked.json"
-    assert json.loads(stamp.read_text()) == {"splits": ["eval-fusible", "eval-classical"]}
+    stamp = json.loads((folder.parent / f".passbench-gn-{VERSION}.unpacked.json").read_text())
+    assert stamp["schema_version"] == 1 and stamp["splits"] == ["eval-fusible", "eval-classical"]
+    assert stamp["archive_sha256"] == _sha(shipped / f"passbench-gn-{VERSION}.tar.xz")
+    assert stamp["manifest_sha256"] == _sha(shipped / "manifest.json.xz")
+    assert (
+        stamp["files"][0] == "manifest.json"
+        and len(stamp["files"])
+        == 1
+        + sum(2 * 5 for _ in SPLIT_TASKS["eval-fusible"] + SPLIT_TASKS["eval-classical"])
+        + 3 * 4
+    )  # each task: two graphs of five files; task.json, list, entry, pass manifest
+
+
+def _count_hashing(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Path], list[Path]]:
+    """The files hashed (``file_sha256``) and the folders verified (``verify_bench``)."""
+    hashed: list[Path] = []
+    verified: list[Path] = []
+    real_hash, real_verify = _bench_ship.file_sha256, _bench_ship.verify_bench
+
+    def hashing(path: Any) -> str:
+        hashed.append(Path(path))
+        return real_hash(path)
+
+    def verifying(path: Any, manifest: Any = None, splits: Any = None) -> Any:
+        verified.append(Path(path))
+        return real_verify(path, manifest, splits)
+
+    monkeypatch.setattr(_bench_ship, "file_sha256", hashing)
+    monkeypatch.setattr(_bench_ship, "verify_bench", verifying)
+    return hashed, verified
+
+
+def test_a_later_call_compares_stats_and_hashes_no_cached_file(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = bench_path()
+    hashed, verified = _count_hashing(monkeypatch)
+    read = []
+    monkeypatch.setattr(_bench_ship, "read_bench_manifest", lambda p: read.append(p))
+    assert bench_path() == folder and bench_path("eval-classical") == folder / "eval-classical"
+    # the shipped archive and manifest only (whether they changed): no cached file
+    assert all(p.parent == shipped for p in hashed) and len(hashed) == 4
+    assert verified == [] and read == []
+
+
+def test_a_touched_file_is_checked_in_full_and_the_copy_kept(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = bench_path()
+    unpacks = _count_unpacks(monkeypatch)
+    hashed, verified = _count_hashing(monkeypatch)
+    st = (folder / MODEL).stat()
+    os.utime(folder / MODEL, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes
+    assert bench_path() == folder
+    assert verified == [folder] and unpacks == [] and folder / MODEL in hashed
+    verified.clear()
+    assert bench_path() == folder and verified == []  # stamped again after the check
+
+
+@pytest.mark.parametrize("change", ["same size", "deleted", "split removed"])
+def test_a_changed_or_deleted_file_is_found_and_repaired(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    folder = bench_path()
+    model = folder / MODEL
+    good = model.read_bytes()
+    unpacks = _count_unpacks(monkeypatch)
+    _, verified = _count_hashing(monkeypatch)
+    if change == "same size":
+        st = model.stat()
+        model.write_bytes(bytes(b ^ 1 for b in good))
+        os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    elif change == "deleted":
+        model.unlink()
+    else:
+        shutil.rmtree(folder / "eval-fusible")
+    assert bench_path() == folder
+    assert verified[0] == folder and unpacks == [folder] and model.read_bytes() == good
+    assert verify_bench(folder).ok
+
+
+@pytest.mark.parametrize("stamp", ["{not json", '{"splits": ["eval-fusible"]}', "", None])
+def test_a_corrupt_or_missing_stamp_means_a_full_check(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch, stamp: str | None
+) -> None:
+    folder = bench_path()
+    path = folder.parent / f".passbench-gn-{VERSION}.unpacked.json"
+    written = path.read_text()
+    if stamp is None:
+        path.unlink()
+    else:
+        path.write_text(stamp)
+    unpacks = _count_unpacks(monkeypatch)
+    _, verified = _count_hashing(monkeypatch)
+    assert bench_path("eval-fusible") == folder / "eval-fusible"
+    assert verified == [folder] and unpacks == []  # intact: kept, and stamped again
+    assert json.loads(path.read_text())["stats_sha256"] == json.loads(written)["stats_sha256"]
+
+
+def test_another_shipped_archive_is_unpacked_again(
+    shipped: Path, bench: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = bench_path()
+    rebuilt = (bench / MODEL).read_text().upper()  # the same size: the counts still hold
+    (bench / MODEL).write_text(rebuilt)
+    _edit_manifest(bench, lambda m: m["files"].update({MODEL: _sha(bench / MODEL)}))
+    pack_bench(bench, shipped)  # the same version, other bytes
+    unpacks = _count_unpacks(monkeypatch)
+    assert bench_path() == folder and unpacks == [folder]
+    assert (folder / MODEL).read_text() == rebuilt
 
 
 def test_a_corrupted_cache_is_unpacked_again(

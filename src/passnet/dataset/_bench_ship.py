@@ -11,8 +11,12 @@ rebuilt from the corpus is checked against it (:func:`verify_bench` with ``manif
 
 :func:`bench_path` unpacks the shipped archive once into the cache folder
 (:func:`cache_dir`) and returns it: unpacked beside it, verified, renamed into place
-under a lock, so no caller sees a half folder; a cached copy whose files no longer match
-the manifest is unpacked again.
+under a lock, so no caller sees a half folder. Once a copy is verified in full, a stamp
+beside it records the archive's and the manifest's SHA-256 and one digest over the size
+and modification time (ns) of every file the manifest lists for it; a later call
+compares those stats only. When anything differs (or the stamp is missing or unreadable)
+the files are hashed against the manifest again, and a copy that no longer matches is
+unpacked again; another shipped archive is unpacked again at once.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -753,29 +757,114 @@ def _extract(archive: Path, into: Path) -> None:
                 tar.extract(member, into)
 
 
+STAMP_SCHEMA_VERSION = 1
+"""Of the stamp beside an unpacked copy (:class:`_Stamp`)."""
+
+
 def _stamp(target: Path) -> Path:
-    """Beside the unpacked folder: the splits it was unpacked with (written once it is in
-    place), so a split folder removed from it is noticed."""
+    """Beside the unpacked folder: what it was unpacked from and the stats of its files
+    when last verified (written once it is in place)."""
     return target.with_name(f".{target.name}.unpacked.json")
 
 
-def _cached_copy_intact(target: Path, m: BenchManifest) -> bool:
+@dataclass(frozen=True)
+class _Stamp:
+    """What a verified copy was unpacked from (the archive's and the shipped manifest's
+    SHA-256), its splits, the files checked (the manifest and those it lists for the
+    splits and outside them) and the digest of their stats (:func:`_stats_digest`)."""
+
+    folder: str
+    archive: str
+    archive_sha256: str
+    manifest_sha256: str
+    splits: tuple[str, ...]
+    files: tuple[str, ...]
+    stats_sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": STAMP_SCHEMA_VERSION, **asdict(self)}
+
+
+def _read_stamp(path: Path) -> _Stamp | None:
+    """The stamp at ``path``; None when it is missing, unreadable, of another schema or
+    malformed (the copy is then checked in full)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema_version") != STAMP_SCHEMA_VERSION:
+            return None
+        stamp = _Stamp(
+            str(data["folder"]),
+            str(data["archive"]),
+            str(data["archive_sha256"]),
+            str(data["manifest_sha256"]),
+            tuple(str(x) for x in data["splits"]),
+            tuple(str(x) for x in data["files"]),
+            str(data["stats_sha256"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    named = path.name == _stamp(path.parent / stamp.folder).name
+    return stamp if named and stamp.splits and stamp.files else None
+
+
+def _stats_digest(target: Path, files: Sequence[str]) -> str | None:
+    """One SHA-256 over the path, size and modification time (ns) of each file, in order;
+    None when one cannot be read (missing)."""
+    digest = hashlib.sha256()
+    for rel in files:
+        try:
+            st = os.stat(target / rel)
+        except OSError:
+            return None
+        digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _write_stamp(
+    target: Path, m: BenchManifest, archive: Path, digests: tuple[str, str], splits: list[str]
+) -> None:
+    """Record a copy just verified in full: its splits, and its files' stats now."""
+    files = [MANIFEST_FILE, *m.top_files(), *(rel for s in splits for rel in m.split_files(s))]
+    stats = _stats_digest(target, files)
+    if stats is None:  # a file went missing since the check: no stamp, checked again later
+        _stamp(target).unlink(missing_ok=True)
+        return
+    stamp = _Stamp(target.name, archive.name, *digests, tuple(splits), tuple(files), stats)
+    record = json.dumps(stamp.to_dict()).encode() + b"\n"
+    _write_atomically(_stamp(target), lambda f: f.write(record))
+
+
+def _unchanged(target: Path, stamp: _Stamp) -> bool:
+    """Whether every file the stamp lists has the size and modification time it had when
+    the copy was verified (stats only, nothing hashed)."""
+    return target.is_dir() and _stats_digest(target, stamp.files) == stamp.stats_sha256
+
+
+def _cached_copy_intact(
+    target: Path, m: BenchManifest, archive: Path, digests: tuple[str, str]
+) -> bool:
     """The cached folder holds every split it was unpacked with, each file the manifest
     lists for them with its bytes (files the user added, such as scores written into a
-    task, are left alone)."""
+    task, are left alone), unpacked from this archive and manifest (``digests``: their
+    SHA-256).
+
+    Its stamp's stats matching is enough; else the files are hashed against the manifest
+    and, when they match, the stamp is written again. Without a usable stamp the splits
+    checked are those present."""
     if not target.is_dir() or not (target / MANIFEST_FILE).is_file():
         return False
+    stamp = _read_stamp(_stamp(target))
+    if stamp is not None and (stamp.archive_sha256, stamp.manifest_sha256) != digests:
+        log.info("the shipped benchmark changed since %s was unpacked: unpacking it again", target)
+        return False
+    if stamp is not None and _unchanged(target, stamp):
+        return True
     if (target / MANIFEST_FILE).read_bytes() != manifest_bytes(m.path):
         return False
-    try:
-        splits = json.loads(_stamp(target).read_text(encoding="utf-8"))["splits"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False  # an unpack that did not finish, or an older layout
-    if not isinstance(splits, list) or not splits:
-        return False
     check = verify_bench(target, manifest=m.path)
+    splits = list(stamp.splits) if stamp is not None else check.present
     removed = [s for s in splits if s not in check.present]
-    if not check.intact or removed:
+    if not check.intact or removed or not splits:
         first = [
             *check.missing,
             *(c.path for c in check.changed),
@@ -789,12 +878,14 @@ def _cached_copy_intact(target: Path, m: BenchManifest) -> bool:
             check.summary(),
             first[0] if first else "-",
         )
-    return check.intact and not removed
+        return False
+    _write_stamp(target, m, archive, digests, splits)
+    return True
 
 
-def _unpack(archive: Path, m: BenchManifest, target: Path) -> None:
+def _unpack(archive: Path, m: BenchManifest, target: Path, digests: tuple[str, str]) -> None:
     """Unpack into a folder beside ``target``, verify it, and rename it into place (the
-    old folder, if any, moved aside first and removed)."""
+    old folder, if any, moved aside first and removed), then stamp it."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.unpack-", dir=target.parent))
     try:
         try:
@@ -826,13 +917,45 @@ def _unpack(archive: Path, m: BenchManifest, target: Path) -> None:
             os.rename(target, old / "copy")
         tmp.chmod(_DIR_MODE)  # mkdtemp made it 0700
         os.rename(tmp, target)
-        record = json.dumps({"splits": check.present}).encode() + b"\n"
-        _write_atomically(_stamp(target), lambda f: f.write(record))
+        _write_stamp(target, m, archive, digests, check.present)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stamped_copy(split: str | None) -> Path | None:
+    """The cached copy (or its ``split``) when its stamp says it was unpacked from the
+    shipped archive and manifest (their SHA-256) and its files' stats have not changed
+    since it was verified: without reading the manifest or hashing a cached file. None
+    otherwise (:func:`bench_path` then checks in full)."""
+    folder = passnet.data.passbench_dir()
+    manifest = folder / SHIPPED_MANIFEST_FILE
+    root = cache_dir()
+    try:
+        if not manifest.is_file() or not root.is_dir():
+            return None
+        manifest_sha256 = file_sha256(manifest)
+        for path in sorted(root.glob(".*.unpacked.json")):
+            stamp = _read_stamp(path)
+            if stamp is None or stamp.manifest_sha256 != manifest_sha256:
+                continue
+            archive = folder / stamp.archive
+            if split is not None and split not in stamp.splits:
+                return None  # the full path says why
+            target = root / stamp.folder
+            with _locked(root / f".{target.name}.lock"):
+                if (
+                    archive.is_file()
+                    and file_sha256(archive) == stamp.archive_sha256
+                    and _unchanged(target, stamp)
+                ):
+                    return target / split if split is not None else target
+            return None
+    except OSError:
+        return None  # the full path reports what cannot be read or written
+    return None
 
 
 def bench_path(split: str | None = None) -> Path:
@@ -842,16 +965,22 @@ def bench_path(split: str | None = None) -> Path:
     of every split. The first call unpacks the archive into
     ``cache_dir()/<name>-<version>/``: into a temporary folder beside it, verified against
     the manifest, then renamed, under a lock (a concurrent caller waits, then finds the
-    whole folder). Each call checks the cached files against the manifest and unpacks
-    again when one is missing or changed (files added to it, such as scores written into
-    a task, do not count, but are lost then). Raises
+    whole folder). A later call compares the stats of the cached files with those
+    stamped when they were last verified (the module docstring): where one differs, the
+    files are hashed against the manifest, and unpacked again when one is missing or
+    changed (files added to it, such as scores written into a task, do not count, but
+    are lost then). Raises
     :class:`~passnet.errors.DatasetError`: a ``split`` that is not a benchmark split, or
     not shipped (the train and single-op splits are rebuilt from the corpus), and an
     installation without the benchmark (the message says how to build it).
     """
     if split is not None and split not in BENCH_SPLITS:
         raise DatasetError(f"unknown split {split!r}: the splits are {', '.join(BENCH_SPLITS)}")
+    cached = _stamped_copy(split)
+    if cached is not None:
+        return cached
     m, archive = shipped_bench()
+    digests = (file_sha256(archive), file_sha256(m.path))
     if split is not None and split not in m.splits:
         raise DatasetError(
             f"PassBench-GN {m.version} has no split {split!r} (its splits: {', '.join(m.splits)})"
@@ -866,9 +995,9 @@ def bench_path(split: str | None = None) -> Path:
                 shutil.rmtree(stale, ignore_errors=True)
             for stale in root.glob(f".{target.name}.old-*"):
                 shutil.rmtree(stale, ignore_errors=True)
-            if not _cached_copy_intact(target, m):
+            if not _cached_copy_intact(target, m, archive, digests):
                 log.info("unpacking %s into %s", archive, target)
-                _unpack(archive, m, target)
+                _unpack(archive, m, target, digests)
     except OSError as exc:
         raise DatasetError(
             f"cannot unpack the shipped benchmark into the cache folder: {exc} (set "
