@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import passnet.data
+import passnet.dataset
 from passnet.cli import main
 from passnet.cli._bench import SPLITS_TEXT
 from passnet.dataset import BENCH_SPLITS, CACHE_DIR_ENV, manifest_bytes
@@ -114,6 +115,14 @@ def test_pack_then_path(
     capsys.readouterr()
     assert main(["bench", "path", "train-fusible"]) == 2
     assert "split train-fusible does not ship with passnet" in capsys.readouterr().err
+
+    # a verified, unchanged copy is answered from its stamp, without passnet.dataset
+    def refused(split: object = None) -> None:
+        raise AssertionError("bench_path was called")
+
+    monkeypatch.setattr(passnet.dataset, "bench_path", refused)
+    assert main(["bench", "path", "eval-fusible"]) == 0
+    assert capsys.readouterr().out == f"{folder / 'eval-fusible'}\n"
 
 
 def test_pack_refuses_a_mismatch_and_takes_splits(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import passnet.data
+from passnet.data import _shipped
 from passnet.dataset import (
     BENCH_SPLITS,
     CACHE_DIR_ENV,
@@ -393,7 +394,8 @@ def _count_hashing(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Path], list[Pa
         verified.append(Path(path))
         return real_verify(path, manifest, splits)
 
-    monkeypatch.setattr(_bench_ship, "file_sha256", hashing)
+    for module in (_bench_ship, _shipped):  # the full check, and the stamp's
+        monkeypatch.setattr(module, "file_sha256", hashing)
     monkeypatch.setattr(_bench_ship, "verify_bench", verifying)
     return hashed, verified
 

@@ -1,11 +1,41 @@
 """Data shipped with passnet: the 29 real GraphNet development samples (MIT, see graphnet/LICENSE),
-and the folder of the packed PassBench-GN evaluation splits (``passbench/``)."""
+the folder of the packed PassBench-GN evaluation splits (``passbench/``), and where they
+are unpacked (the cache folder, the stamp of a verified copy: :mod:`._shipped`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["dev_samples_dir", "passbench_dir", "quickstart_list"]
+from passnet.data._shipped import (
+    CACHE_DIR_ENV,
+    SHIPPED_MANIFEST_FILE,
+    STAMP_SCHEMA_VERSION,
+    UnpackedStamp,
+    cache_dir,
+    cache_lock,
+    file_sha256,
+    read_stamp,
+    stamp_path,
+    stamped_copy,
+    stats_digest,
+)
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "SHIPPED_MANIFEST_FILE",
+    "STAMP_SCHEMA_VERSION",
+    "UnpackedStamp",
+    "cache_dir",
+    "cache_lock",
+    "dev_samples_dir",
+    "file_sha256",
+    "passbench_dir",
+    "quickstart_list",
+    "read_stamp",
+    "stamp_path",
+    "stamped_copy",
+    "stats_digest",
+]
 
 
 def dev_samples_dir() -> Path:

@@ -21,9 +21,6 @@ unpacked again; another shipped archive is unpacked again at once.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import json
 import logging
 import lzma
@@ -33,11 +30,23 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import passnet.data
+from passnet.data import (
+    CACHE_DIR_ENV,
+    SHIPPED_MANIFEST_FILE,
+    UnpackedStamp,
+    cache_dir,
+    cache_lock,
+    file_sha256,
+    read_stamp,
+    stamp_path,
+    stamped_copy,
+    stats_digest,
+)
 from passnet.errors import DatasetError, PassnetError
 from passnet.task import BENCH_MANIFEST, load_task
 
@@ -64,36 +73,21 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MANIFEST_FILE = BENCH_MANIFEST
-SHIPPED_MANIFEST_FILE = MANIFEST_FILE + ".xz"
-"""The manifest beside the shipped archive, compressed (it lists every split's files)."""
 MANIFEST_SCHEMA_VERSIONS = frozenset({2})
 """The ``manifest.json`` schema versions this passnet reads."""
 BENCH_SPLITS = ("eval-fusible", "eval-classical", "train-fusible", "train-classical", "single-op")
 EVAL_SPLITS = ("eval-fusible", "eval-classical")
 """The splits the package ships (:func:`pack_bench`'s default)."""
-CACHE_DIR_ENV = "PASSNET_CACHE_DIR"
-"""Where passnet keeps what it unpacks or measures once (the same variable as the
-roofline ceilings' cache); default ``$XDG_CACHE_HOME/passnet``, else ``~/.cache/passnet``."""
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 # name and version become file and folder names (the archive, the cache folder)
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _FILE_MODE, _EXEC_MODE, _DIR_MODE = 0o644, 0o755, 0o755
-_CHUNK = 1 << 20
 BUILD_HINT = (
     "build it from the GraphNet corpus with `passnet bench build SUBGRAPHS... --out DIR` "
     "(docs/dataset_decompose.md, 'Benchmark tasks'), check it with `passnet bench verify "
     "DIR`, and give DIR's split folders to the commands"
 )
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 (hex) of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- the manifest
@@ -690,16 +684,6 @@ def pack_bench(
 # --------------------------------------------------------------------------- the shipped copy
 
 
-def cache_dir() -> Path:
-    """passnet's cache folder: ``$PASSNET_CACHE_DIR``, else ``$XDG_CACHE_HOME/passnet``,
-    else ``~/.cache/passnet``."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "passnet"
-    return Path.home() / ".cache" / "passnet"
-
-
 def shipped_bench() -> tuple[BenchManifest, Path]:
     """The shipped manifest and archive (:func:`passnet.data.passbench_dir`); a
     :class:`~passnet.errors.DatasetError` that says how to build the benchmark when this
@@ -721,18 +705,6 @@ def shipped_bench() -> tuple[BenchManifest, Path]:
             file=archive,
         )
     return m, archive
-
-
-@contextlib.contextmanager
-def _locked(lock: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock`` (a file): one unpacker or checker at a time,
-    across processes."""
-    with open(lock, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _extract(archive: Path, into: Path) -> None:
@@ -757,87 +729,18 @@ def _extract(archive: Path, into: Path) -> None:
                 tar.extract(member, into)
 
 
-STAMP_SCHEMA_VERSION = 1
-"""Of the stamp beside an unpacked copy (:class:`_Stamp`)."""
-
-
-def _stamp(target: Path) -> Path:
-    """Beside the unpacked folder: what it was unpacked from and the stats of its files
-    when last verified (written once it is in place)."""
-    return target.with_name(f".{target.name}.unpacked.json")
-
-
-@dataclass(frozen=True)
-class _Stamp:
-    """What a verified copy was unpacked from (the archive's and the shipped manifest's
-    SHA-256), its splits, the files checked (the manifest and those it lists for the
-    splits and outside them) and the digest of their stats (:func:`_stats_digest`)."""
-
-    folder: str
-    archive: str
-    archive_sha256: str
-    manifest_sha256: str
-    splits: tuple[str, ...]
-    files: tuple[str, ...]
-    stats_sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": STAMP_SCHEMA_VERSION, **asdict(self)}
-
-
-def _read_stamp(path: Path) -> _Stamp | None:
-    """The stamp at ``path``; None when it is missing, unreadable, of another schema or
-    malformed (the copy is then checked in full)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema_version") != STAMP_SCHEMA_VERSION:
-            return None
-        stamp = _Stamp(
-            str(data["folder"]),
-            str(data["archive"]),
-            str(data["archive_sha256"]),
-            str(data["manifest_sha256"]),
-            tuple(str(x) for x in data["splits"]),
-            tuple(str(x) for x in data["files"]),
-            str(data["stats_sha256"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    named = path.name == _stamp(path.parent / stamp.folder).name
-    return stamp if named and stamp.splits and stamp.files else None
-
-
-def _stats_digest(target: Path, files: Sequence[str]) -> str | None:
-    """One SHA-256 over the path, size and modification time (ns) of each file, in order;
-    None when one cannot be read (missing)."""
-    digest = hashlib.sha256()
-    for rel in files:
-        try:
-            st = os.stat(target / rel)
-        except OSError:
-            return None
-        digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
 def _write_stamp(
     target: Path, m: BenchManifest, archive: Path, digests: tuple[str, str], splits: list[str]
 ) -> None:
     """Record a copy just verified in full: its splits, and its files' stats now."""
     files = [MANIFEST_FILE, *m.top_files(), *(rel for s in splits for rel in m.split_files(s))]
-    stats = _stats_digest(target, files)
+    stats = stats_digest(target, files)
     if stats is None:  # a file went missing since the check: no stamp, checked again later
-        _stamp(target).unlink(missing_ok=True)
+        stamp_path(target).unlink(missing_ok=True)
         return
-    stamp = _Stamp(target.name, archive.name, *digests, tuple(splits), tuple(files), stats)
+    stamp = UnpackedStamp(target.name, archive.name, *digests, tuple(splits), tuple(files), stats)
     record = json.dumps(stamp.to_dict()).encode() + b"\n"
-    _write_atomically(_stamp(target), lambda f: f.write(record))
-
-
-def _unchanged(target: Path, stamp: _Stamp) -> bool:
-    """Whether every file the stamp lists has the size and modification time it had when
-    the copy was verified (stats only, nothing hashed)."""
-    return target.is_dir() and _stats_digest(target, stamp.files) == stamp.stats_sha256
+    _write_atomically(stamp_path(target), lambda f: f.write(record))
 
 
 def _cached_copy_intact(
@@ -853,11 +756,11 @@ def _cached_copy_intact(
     checked are those present."""
     if not target.is_dir() or not (target / MANIFEST_FILE).is_file():
         return False
-    stamp = _read_stamp(_stamp(target))
+    stamp = read_stamp(stamp_path(target))
     if stamp is not None and (stamp.archive_sha256, stamp.manifest_sha256) != digests:
         log.info("the shipped benchmark changed since %s was unpacked: unpacking it again", target)
         return False
-    if stamp is not None and _unchanged(target, stamp):
+    if stamp is not None and stamp.holds(target):
         return True
     if (target / MANIFEST_FILE).read_bytes() != manifest_bytes(m.path):
         return False
@@ -910,7 +813,7 @@ def _unpack(archive: Path, m: BenchManifest, target: Path, digests: tuple[str, s
                 f"first: {problems[0] if problems else 'no split'}: reinstall passnet",
                 file=archive,
             )
-        _stamp(target).unlink(missing_ok=True)
+        stamp_path(target).unlink(missing_ok=True)
         old = None
         if target.exists() or target.is_symlink():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
@@ -923,39 +826,6 @@ def _unpack(archive: Path, m: BenchManifest, target: Path, digests: tuple[str, s
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _stamped_copy(split: str | None) -> Path | None:
-    """The cached copy (or its ``split``) when its stamp says it was unpacked from the
-    shipped archive and manifest (their SHA-256) and its files' stats have not changed
-    since it was verified: without reading the manifest or hashing a cached file. None
-    otherwise (:func:`bench_path` then checks in full)."""
-    folder = passnet.data.passbench_dir()
-    manifest = folder / SHIPPED_MANIFEST_FILE
-    root = cache_dir()
-    try:
-        if not manifest.is_file() or not root.is_dir():
-            return None
-        manifest_sha256 = file_sha256(manifest)
-        for path in sorted(root.glob(".*.unpacked.json")):
-            stamp = _read_stamp(path)
-            if stamp is None or stamp.manifest_sha256 != manifest_sha256:
-                continue
-            archive = folder / stamp.archive
-            if split is not None and split not in stamp.splits:
-                return None  # the full path says why
-            target = root / stamp.folder
-            with _locked(root / f".{target.name}.lock"):
-                if (
-                    archive.is_file()
-                    and file_sha256(archive) == stamp.archive_sha256
-                    and _unchanged(target, stamp)
-                ):
-                    return target / split if split is not None else target
-            return None
-    except OSError:
-        return None  # the full path reports what cannot be read or written
-    return None
 
 
 def bench_path(split: str | None = None) -> Path:
@@ -976,7 +846,7 @@ def bench_path(split: str | None = None) -> Path:
     """
     if split is not None and split not in BENCH_SPLITS:
         raise DatasetError(f"unknown split {split!r}: the splits are {', '.join(BENCH_SPLITS)}")
-    cached = _stamped_copy(split)
+    cached = stamped_copy(split)
     if cached is not None:
         return cached
     m, archive = shipped_bench()
@@ -989,7 +859,7 @@ def bench_path(split: str | None = None) -> Path:
     target = root / f"{m.name}-{m.version}"
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with _locked(root / f".{target.name}.lock"):
+        with cache_lock(target):
             # what a killed unpacker left behind (nobody else unpacks while the lock is held)
             for stale in root.glob(f".{target.name}.unpack-*"):
                 shutil.rmtree(stale, ignore_errors=True)
