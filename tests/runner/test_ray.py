@@ -763,15 +763,13 @@ def test_bench_build_writes_the_same_benchmark_on_ray_and_with_one_or_two_jobs(
 ) -> None:
     """``passnet bench build``'s tasks and manifest are the same, byte for byte, with its
     candidate step in this process, in isolated children with ``--jobs 1`` and ``2``, and
-    on Ray; and when the subgraphs and variants it reads were written on Ray (in the same
-    folders: their ``graph_net.json`` names the parent sample by the path it was given)."""
+    on Ray; and when the subgraphs and variants it reads were written on Ray, in other
+    folders (their ``graph_net.json`` name the parent relative to ``--root``)."""
     from passnet.dataset import build_bench, decompose_samples, generalize_samples
 
     samples = [MLP, SAME_FILES_SAMPLES[0]]
-    run = tmp_path / "run"
 
-    def prepare(executor: Any) -> None:
-        shutil.rmtree(run, ignore_errors=True)
+    def prepare(run: Path, executor: Any) -> None:
         decompose_samples(
             samples, run / "sub", ["fusible", "single-op"], root=DEV, executor=executor
         )
@@ -780,13 +778,14 @@ def test_bench_build_writes_the_same_benchmark_on_ray_and_with_one_or_two_jobs(
             fusible, run / "var", root=run / "sub", dtypes=["float16"], executor=executor
         )
 
-    def build(name: str, **options: Any) -> dict[str, bytes]:
+    def build(run: Path, name: str, **options: Any) -> dict[str, bytes]:
         out = tmp_path / "bench" / name
         build_bench([run / "sub", run / "var"], out, root=run, eval_fraction=0.5, **options)
         return _tree(out)
 
-    prepare(None)
-    whole = build("in_process")
+    run = tmp_path / "run"
+    prepare(run, None)
+    whole = build(run, "in_process")
     assert len([f for f in whole if f.endswith("model.py")]) > 4
     assert any(f.startswith("eval-fusible/") for f in whole)
     for name, options in (
@@ -794,6 +793,7 @@ def test_bench_build_writes_the_same_benchmark_on_ray_and_with_one_or_two_jobs(
         ("jobs2", {"isolated": True, "jobs": 2}),
         ("ray", {"isolated": True, "executor": ray_executor}),
     ):
-        assert build(name, **options) == whole, name
-    prepare(ray_executor)
-    assert build("from_ray") == whole
+        assert build(run, name, **options) == whole, name
+    elsewhere = tmp_path / "elsewhere" / "deeper" / "run"
+    prepare(elsewhere, ray_executor)
+    assert build(elsewhere, "from_ray") == whole

@@ -103,7 +103,14 @@ from passnet.dataset._layout import resolve_root, sample_names
 from passnet.dataset._stage import ChildDeath, SampleJob, Send, Stage, run_stage
 from passnet.dataset._subgraph import trace_parent
 from passnet.errors import DatasetError, PassnetError
-from passnet.sample import Sample, dtype_to_str, find_samples, load_sample
+from passnet.sample import (
+    GRAPH_NET_FILE,
+    Sample,
+    dtype_to_str,
+    find_samples,
+    load_sample,
+    write_graph_net,
+)
 from passnet.task import TaskGraph, write_task
 
 __all__ = [
@@ -645,8 +652,6 @@ def _relative_parents(graph_dir: Path, parents: Mapping[str, str | None]) -> Non
     (``subgraph``, ``generalization``) that names a ``parent``, the benchmark's relative
     name for it, whatever the input held (an older passnet wrote the absolute path the
     stage was given). A file already holding those names is left as copied."""
-    from passnet.sample import GRAPH_NET_FILE, write_graph_net
-
     file = graph_dir / GRAPH_NET_FILE
     if not file.is_file():
         return
