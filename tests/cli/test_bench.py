@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import passnet.dataset
 from passnet.cli import main
 from passnet.cli._bench import SPLITS_TEXT
 from passnet.dataset import BENCH_SPLITS, CACHE_DIR_ENV, manifest_bytes
+from tests.cli.test_startup import HEAVY
 from tests.dataset.bench_tree import VERSION, make_bench
 
 MODEL = "eval-fusible/add_relu-0a1b2c3d4e/graphs/float32/0x0/g0_3d4e/model.py"
@@ -123,6 +126,31 @@ def test_pack_then_path(
     monkeypatch.setattr(passnet.dataset, "bench_path", refused)
     assert main(["bench", "path", "eval-fusible"]) == 0
     assert capsys.readouterr().out == f"{folder / 'eval-fusible'}\n"
+
+
+def test_a_later_path_imports_no_heavy_library(
+    tmp_path: Path, bench: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the copy is unpacked and stamped, ``passnet bench path`` answers without
+    torch (or any other heavy library): what makes it cheap."""
+    shipped = tmp_path / "package" / "passbench"
+    assert main(["bench", "pack", str(bench), "--out", str(shipped)]) == 0
+    monkeypatch.setattr(passnet.data, "passbench_dir", lambda: shipped)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    assert main(["bench", "path"]) == 0  # unpacks and stamps
+    capsys.readouterr()
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import passnet.data\n"
+        f"passnet.data.passbench_dir = lambda: Path({str(shipped)!r})\n"
+        "from passnet.cli import main\n"
+        "assert main(['bench', 'path', 'eval-fusible']) == 0\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    folder = tmp_path / "cache" / f"passbench-gn-{VERSION}"
+    assert out.stdout.splitlines() == [str(folder / "eval-fusible"), "[]"]
 
 
 def test_pack_refuses_a_mismatch_and_takes_splits(
