@@ -72,8 +72,12 @@ function of the input subgraphs, the records, the seed and the options alone.
 
 Provenance is relative: a graph's ``source`` is its path relative to ``root``, its
 ``parent`` the name its parent sample has in the ``decompose.jsonl`` above it (its path
-relative to the corpus; else its place in that folder) and its ``range`` the cut ``[start, stop]``; the tree written
-does not depend on the absolute folders it was built from.
+relative to the corpus; else its place in that folder, else the relative name its
+``graph_net.json`` gives) and its ``range`` the cut ``[start, stop]``. Each copied
+graph's ``graph_net.json`` is written with the same names (``subgraph.parent``: its
+``parent``; ``generalization.parent``: the ``source`` of the graph a variant was made
+from), whatever the input held. The tree written does not depend on the absolute folders
+it was built from.
 
 Each task is written by :func:`passnet.task.write_task` (the one task writer), and
 ``manifest.json`` (:func:`write_bench_manifest`) records the build, every task's
