@@ -96,6 +96,8 @@ class _Stage:
         self.send = send
         self.name = "start"
         self.phases: dict[str, float] = {}
+        self.broken_turns: list[str] = []
+        """The stages whose timing turns the executor broke (:meth:`Turns.break_stalled`)."""
         self._t = time.perf_counter()
 
     def enter(self, name: str) -> None:
@@ -234,6 +236,16 @@ def _timing_turn(req: ChildRequest, stage: _Stage, name: str) -> Iterator[TurnRe
     with req.turns.turn() as report:
         stage.enter(name)
         yield report
+    if report.broken_after_s is not None:
+        stage.broken_turns.append(name)
+        report.broken_turns = list(stage.broken_turns)
+        log.warning(
+            "the %s turn was broken after %.1f s (it lasted %.1f s): the evaluations it "
+            "stopped were continued",
+            name,
+            report.broken_after_s,
+            report.ended - report.began,
+        )
 
 
 def run_children(requests: list[ChildRequest], send: Send) -> None:
@@ -457,6 +469,7 @@ def _evaluate(
         if s.roofline:  # the device's ceilings are measured once per machine: a turn
             with _timing_turn(req, stage, "roofline"):
                 result["roofline"] = _roofline(module, inputs1, device, timings)
+            _note_broken_turns(result, stage)
         cuda = device.startswith("cuda")
         if cuda and (s.replay_timing or s.profile_kernels):
             # Last, once the result is decided: optional work that kills the process costs
@@ -482,7 +495,15 @@ def _evaluate(
                         "profiling",
                         lambda fns: profile_kernels(fns, calls=s.profile_calls),
                     )
+            _note_broken_turns(result, stage)
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+
+
+def _note_broken_turns(result: dict[str, Any], stage: _Stage) -> None:
+    """The turns broken after the measuring one (roofline, replay, profile) in the record's
+    ``turn``."""
+    if result.get("turn") is not None:
+        result["turn"]["broken_turns"] = list(stage.broken_turns)
 
 
 _SUSPECT = (Status.ACCURACY, Status.NONFINITE)
