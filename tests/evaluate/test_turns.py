@@ -432,3 +432,32 @@ def test_a_turn_is_bounded_by_the_measuring_bound_and_half_the_timeout() -> None
     assert turn_bound_s(EvalSettings(max_measure_s=60.0, timeout_s=600.0)) == 60 + TURN_MARGIN_S
     assert turn_bound_s(EvalSettings(max_measure_s=60.0, timeout_s=180.0)) == 90.0
     assert turn_bound_s(EvalSettings(max_measure_s=None, timeout_s=600.0)) == 300.0
+
+
+def test_a_member_stopped_holding_the_state_lock_outside_any_turn_is_continued(
+    turns: Turns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every join, leave and turn of every GPU waits for the state's lock: a member that
+    holds it stopped (by whatever) would stop the whole run; the watcher continues it."""
+    import passnet.evaluate._turns as turns_module
+
+    monkeypatch.setattr(turns_module, "LOCK_STUCK_S", 0.3)
+    bounded = Turns(turns.folder, "host", 2, max_turn_s=30.0)
+    holder, _ = _start(_stopped_lock_holder, bounded)
+    try:
+        assert _wait_state(holder.pid, "T") == "T"
+        with bounded.watching(interval_s=0.1):
+            assert _wait_state(holder.pid, "S") != "T"
+            bounded.recover()  # the lock is free again
+    finally:
+        holder.kill()
+
+
+def test_without_the_watcher_such_a_member_stops_the_run(turns: Turns) -> None:
+    holder, _ = _start(_stopped_lock_holder, turns)
+    try:
+        assert _wait_state(holder.pid, "T") == "T"
+        time.sleep(0.5)
+        assert _state(holder.pid) == "T" and not turns._lock_free()
+    finally:
+        holder.kill()

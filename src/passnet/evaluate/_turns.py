@@ -31,7 +31,10 @@ finds it in its :class:`TurnReport` (``broken_after_s``). A holder stuck on some
 member it stopped holds (a lock, a pipe; or the state's own lock, held by a stopped
 process) is so released, and no run stalls on turns whatever the cause. Where the
 state's lock cannot be had within :data:`LOCK_WAIT_S`, the members are continued without
-it: no turn can begin meanwhile, since beginning one takes that lock.
+it: no turn can begin meanwhile, since beginning one takes that lock. Every join, leave
+and turn, on every GPU, takes the state's lock: where it stays held for
+:data:`LOCK_STUCK_S`, the watcher continues its holder if that is a stopped member, and
+logs the holder in any case.
 """
 
 from __future__ import annotations
@@ -75,6 +78,11 @@ calls per side of a graph of 0.3 s a call."""
 LOCK_WAIT_S = 2.0
 """How long :meth:`Turns.break_stalled` waits for the state's lock before it continues a
 broken turn's members without it (the lock is held for milliseconds at a time)."""
+
+LOCK_STUCK_S = 10.0
+"""The state's lock held this long without a break: :meth:`Turns.watching` continues its
+holder where that is a stopped member (every join, leave and turn waits for the lock, on
+every GPU, so a stopped holder stops the whole run)."""
 
 
 def turn_bound_s(settings: EvalSettings) -> float:
@@ -250,6 +258,8 @@ class Turns:
             return []
         with self._locked(wait_s=LOCK_WAIT_S) as locked:
             continued = self._continue_uncovered()
+        if not locked:
+            continued += self.continue_lock_holders(LOCK_WAIT_S)
         for pid in broke:
             log.warning(
                 "the timing turn of process %d outlasted %.0f s: broken, %d stopped "
@@ -270,9 +280,17 @@ class Turns:
         done = threading.Event()
 
         def watch() -> None:
+            busy_since: float | None = None
             while not done.wait(interval_s):
                 try:
                     self.break_stalled()
+                    if self._lock_free():
+                        busy_since = None
+                        continue
+                    busy_since = busy_since or time.monotonic()
+                    if time.monotonic() - busy_since >= LOCK_STUCK_S:
+                        self.continue_lock_holders(LOCK_STUCK_S)
+                        busy_since = None  # again after as long, if still held
                 except OSError as exc:  # the folder removed under it at the run's end
                     log.debug("watching timing turns: %s", exc)
 
@@ -283,6 +301,32 @@ class Turns:
         finally:
             done.set()
             thread.join()
+
+    def continue_lock_holders(self, held_s: float) -> list[int]:
+        """Continue the members that hold the state's lock while stopped (whatever stopped
+        them): the run cannot go on while they do. ``held_s``: for at least how long it has
+        been held (for the log). Returns them; logs every holder."""
+        members = set(self._pids("members"))
+        continued = []
+        for pid in _flock_holders(Path(self.folder) / "lock"):
+            state = _process_state(pid)
+            if pid in members and state == "T":
+                _signal(pid, signal.SIGCONT)
+                self._path("paused", pid).unlink(missing_ok=True)
+                continued.append(pid)
+            log.warning(
+                "the turn state's lock has been held for %.0f s or more by process %d (state %s%s)",
+                held_s,
+                pid,
+                state or "unknown",
+                ", a stopped member: continued" if pid in continued else "",
+            )
+        return continued
+
+    def _lock_free(self) -> bool:
+        """Whether the state's lock can be had right now (taken and let go at once)."""
+        with self._locked(wait_s=0.0) as got:
+            return got
 
     # -- the state, always under the lock --------------------------------------------------
 
@@ -360,6 +404,36 @@ class Turns:
                 self._path("paused", pid).unlink(missing_ok=True)
                 continued.append(pid)
         return continued
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of process ``pid`` (``/proc/<pid>/stat``: ``T`` stopped, ``D`` in an
+    uninterruptible wait, ...); "" where unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _flock_holders(path: Path) -> list[int]:
+    """The processes holding a lock on ``path`` (Linux ``/proc/locks``; waiters, marked
+    ``->``, are not holders); [] where unknown."""
+    try:
+        inode = path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    holders = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":
+            continue
+        try:
+            if int(fields[5].split(":")[2]) == inode:
+                holders.append(int(fields[4]))
+        except (IndexError, ValueError):
+            continue
+    return holders
 
 
 def _try_lock(fd: int, wait_s: float) -> bool:
