@@ -67,6 +67,7 @@ __all__ = [
     "run_child",
     "run_children",
     "timing_cores",
+    "use_device",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,22 @@ def probe_device_child(device: str, send: Send) -> None:
     send(("result", {"error": _device_problem(device)}))
 
 
+def use_device(device: str) -> None:
+    """Make CUDA ``device`` (``cuda:N``) this process's current device. ``synchronize()``,
+    CUDA events, ``mem_get_info()`` and the current stream are the current device's: a
+    child of ``cuda:1`` left on ``cuda:0`` would synchronize and time an idle ``cuda:0``
+    (its timings the launch times alone) and hold a context there too."""
+    if device.startswith("cuda"):
+        index = torch.device(device).index
+        if index is not None:
+            torch.cuda.set_device(index)
+
+
 def _device_problem(device: str) -> str | None:
     """Allocate, add and synchronise on ``device``: None if that works, else the error (a
     sticky CUDA error, such as an illegal address, fails every later call)."""
     try:
+        use_device(device)
         torch.ones(1, device=device).add_(1)
         _sync(device)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
@@ -363,6 +376,7 @@ def _evaluate(
 
         evaluate_paddle(req, sample, stage, result, loaded)
         return
+    use_device(device)
     check_fits(sample, device)  # from the metadata, before any tensor exists
     loaded["memory_limit"] = bound_memory(device)  # CPU: fail an allocation, not be killed
     module = sample.build_module(device)
