@@ -129,8 +129,8 @@ def _device_problem(device: str) -> str | None:
     """Allocate, add and synchronise on ``device``: None if that works, else the error (a
     sticky CUDA error, such as an illegal address, fails every later call)."""
     try:
-        use_device(device)
         torch.ones(1, device=device).add_(1)
+        use_device(device)  # the synchronization below is the current device's
         _sync(device)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return f"{type(exc).__name__}: {exc}"
