@@ -461,3 +461,15 @@ def test_without_the_watcher_such_a_member_stops_the_run(turns: Turns) -> None:
         assert _state(holder.pid) == "T" and not turns._lock_free()
     finally:
         holder.kill()
+
+
+def test_a_stopped_holder_of_a_broken_turn_is_continued(turns: Turns) -> None:
+    bounded = Turns(turns.folder, "host", 2, max_turn_s=30.0)
+    timer, _ = _start(_timer, bounded, 0)
+    try:
+        os.kill(timer.pid, signal.SIGSTOP)
+        assert _wait_state(timer.pid, "T") == "T"
+        assert bounded.break_stalled(now=time.time() + 60) == [timer.pid]
+        assert _wait_state(timer.pid, "S") != "T"
+    finally:
+        timer.kill()

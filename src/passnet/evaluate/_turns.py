@@ -260,6 +260,10 @@ class Turns:
             continued = self._continue_uncovered()
         if not locked:
             continued += self.continue_lock_holders(LOCK_WAIT_S)
+        for pid in broke:  # a holder stopped itself (by whatever) would never end its turn
+            if _process_state(pid) == "T":
+                _signal(pid, signal.SIGCONT)
+                continued.append(pid)
         for pid in broke:
             log.warning(
                 "the timing turn of process %d outlasted %.0f s: broken, %d stopped "
