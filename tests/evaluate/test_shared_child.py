@@ -133,3 +133,23 @@ def test_a_graph_on_the_second_gpu_is_timed_on_it(fast: EvalSettings) -> None:
     assert first.eager and second.eager and first.eager.device and second.eager.device
     ratio = second.eager.device.median_ms / first.eager.device.median_ms
     assert 0.5 < ratio < 2.0, (first.eager.device, second.eager.device)
+
+
+def test_a_prepare_worker_of_a_numbered_gpu_makes_it_current_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from passnet.evaluate._prepare import _prepare_child
+
+    made_current: list[int] = []
+
+    def set_device(index: int) -> None:
+        made_current.append(index)
+        raise RuntimeError("no CUDA here")
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    messages: list[tuple[str, object]] = []
+    _prepare_child(str(MLP), "eager", {}, "cuda:1", 0, None, (), messages.append)
+    assert made_current == [1]
+    assert messages == [("result", {"ok": False, "error": "RuntimeError: no CUDA here"})]
