@@ -449,3 +449,26 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path: Path) -> None:
     assert time.perf_counter() - started < 10.0  # not the 2,000,000 calls per side
     assert "interrupted: finished results are saved" in " ".join(rest.split())
     assert not (out / "results.jsonl").exists() or read_records(out / "results.jsonl") == []
+
+
+def test_the_summary_says_which_graphs_timing_turns_were_broken(fast: EvalSettings) -> None:
+    from rich.console import Console
+
+    from passnet.cli._eval import _print_summary
+    from passnet.record import TurnReport
+
+    quiet = evaluate_sample(MLP, "eager", settings=fast)
+    assert quiet.eager is not None and quiet.compiled is not None
+    quiet.eager.unstable = quiet.compiled.unstable = False
+    quiet.turn = TurnReport(4, "device", paused=3, began=10.0, ended=11.0)
+    broken = dataclasses.replace(
+        quiet,
+        graph="broken",
+        turn=TurnReport(4, "device", paused=3, began=10.0, ended=200.0, broken_after_s=90.0),
+    )
+    console = Console(record=True, width=240)
+    _print_summary([quiet, broken], console)
+    lines = console.export_text().splitlines()
+    assert "timing turn broken after 90 s" in next(line for line in lines if "broken" in line)
+    assert not any("timing turn broken" in line for line in lines if "mlp" in line)
+    assert any("1 of 2 graphs' timing turns were broken" in x for x in lines)

@@ -91,3 +91,65 @@ def test_graphs_share_a_cuda_child(shared: EvalSettings) -> None:
     assert [r.status for r in records] == [Status.OK, Status.OK], [r.error for r in records]
     assert [r.child_position for r in records] == [0, 1]
     assert all(r.compiled is not None and r.eager is not None for r in records)
+
+
+def test_a_child_of_a_numbered_gpu_makes_it_current_before_anything_runs(
+    fast: EvalSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """synchronize(), CUDA events and mem_get_info() are the current device's: a child of
+    cuda:1 left on cuda:0 would time an idle cuda:0."""
+    import torch
+
+    from passnet.evaluate._child import ChildRequest, run_child
+
+    made_current: list[int] = []
+
+    def set_device(index: int) -> None:
+        made_current.append(index)
+        raise RuntimeError("no CUDA here")  # nothing after it runs on this CPU machine
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    messages: list[tuple[str, object]] = []
+    run_child(ChildRequest(str(MLP), "eager", {}, "cuda:1", fast), messages.append)
+    (result,) = [payload for kind, payload in messages if kind == "result"]
+    assert made_current == [1]
+    assert result["error"]["message"] == "no CUDA here"  # before the module was built
+    made_current.clear()
+    run_child(ChildRequest(str(MLP), "eager", {}, "cpu", fast), messages.append)
+    assert made_current == []
+
+
+@pytest.mark.gpu
+def test_a_graph_on_the_second_gpu_is_timed_on_it(fast: EvalSettings) -> None:
+    """The same graph timed on cuda:0 and cuda:1 takes alike device times (left on cuda:0,
+    a cuda:1 child's CUDA events timed an idle cuda:0: a few microseconds)."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    settings = dataclasses.replace(fast, trials=50, rounds=5, num_threads=None)
+    first, second = (evaluate_sample(BERT, "eager", {}, f"cuda:{i}", settings) for i in (0, 1))
+    assert first.status is Status.OK and second.status is Status.OK
+    assert first.eager and second.eager and first.eager.device and second.eager.device
+    ratio = second.eager.device.median_ms / first.eager.device.median_ms
+    assert 0.5 < ratio < 2.0, (first.eager.device, second.eager.device)
+
+
+def test_a_prepare_worker_of_a_numbered_gpu_makes_it_current_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from passnet.evaluate._prepare import _prepare_child
+
+    made_current: list[int] = []
+
+    def set_device(index: int) -> None:
+        made_current.append(index)
+        raise RuntimeError("no CUDA here")
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    messages: list[tuple[str, object]] = []
+    _prepare_child(str(MLP), "eager", {}, "cuda:1", 0, None, (), messages.append)
+    assert made_current == [1]
+    assert messages == [("result", {"ok": False, "error": "RuntimeError: no CUDA here"})]

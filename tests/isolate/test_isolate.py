@@ -267,3 +267,65 @@ def test_a_killed_process_not_yet_reaped_counts_as_dead() -> None:
         assert not process_alive(child.pid)
     finally:
         child.wait()
+
+
+def _stopped_then_waiting(pid_file: str, send: Any) -> None:
+    """Reports its pid, then waits in C on a lock it can never get (as a turn holder on a
+    stopped member's lock)."""
+    import fcntl
+    import threading
+
+    Path(pid_file).write_text(str(os.getpid()))
+    held = threading.Lock()
+    held.acquire()
+    with open(pid_file + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held.acquire()  # forever
+
+
+_STACKS_HARNESS = """
+import sys
+from passnet.isolate import run_isolated
+from tests.isolate.test_isolate import _stopped_then_waiting
+run_isolated(_stopped_then_waiting, (sys.argv[1],), timeout_s=3600)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
+def test_a_child_writes_its_stacks_on_sigusr1_also_when_stopped_first(tmp_path: Path) -> None:
+    from passnet.isolate import STACKS_DIR_ENV
+
+    pid_file = tmp_path / "child.pid"
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}",
+        STACKS_DIR_ENV: str(stacks),
+    }
+    harness = subprocess.Popen(
+        [sys.executable, "-c", _STACKS_HARNESS, str(pid_file)], env=env, cwd=repo
+    )
+    try:
+        deadline = time.time() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+            assert harness.poll() is None, "the harness ended before its child started"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        time.sleep(0.3)  # in its wait
+        os.kill(child, signal.SIGSTOP)
+        os.kill(child, signal.SIGUSR1)  # pending while stopped
+        time.sleep(0.3)
+        written = stacks / f"{child}.txt"
+        assert not written.exists() or written.read_text() == ""
+        os.kill(child, signal.SIGCONT)
+        deadline = time.time() + 10
+        while not (written.exists() and "_stopped_then_waiting" in written.read_text()):
+            assert time.time() < deadline, "no stacks written"
+            time.sleep(0.05)
+        assert written.read_text().count("Current thread") == 1  # once, when continued
+        assert not _gone(child)  # the signal dumped the stacks, it did not end the child
+    finally:
+        harness.kill()
+        harness.wait()

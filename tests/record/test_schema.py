@@ -225,3 +225,34 @@ def test_an_errors_headline_says_where_first() -> None:
     placed = ErrorInfo("SampleError", "bad field in model.py:19", "load", error.context)
     assert placed.headline() == "bad field in model.py:19"  # said once
     assert ErrorInfo("Timeout", "", "measure").headline() == "Timeout"
+
+
+def test_a_turn_broken_while_it_timed_flags_the_timing() -> None:
+    from passnet.record import TurnReport
+
+    rec = _rec("a")
+    rec.turn = TurnReport(4, "device", paused=3, began=100.0, ended=130.0)
+    assert rec.timing_remarks() == []
+    rec.turn.broken_after_s = 20.0  # broken while its rounds ran
+    rec.turn.broken_turns = ["measure"]
+    assert rec.timing_remarks() == [
+        "timing turn broken after 20 s: the evaluations it stopped ran during its timing"
+    ]
+    again = record_from_json(rec.to_json())
+    assert again == rec and again.turn is not None and again.turn.disturbed
+    rec.turn.broken_after_s = 31.0  # broken while it waited to end: its rounds were clean
+    assert not rec.turn.disturbed and rec.timing_remarks() == []
+
+
+def test_a_turn_written_before_turns_could_be_broken_loads_unbroken() -> None:
+    d = _rec("a").to_dict()
+    d["turn"] = {
+        "slots": 2,
+        "scope": "host",
+        "wait_s": 0.0,
+        "paused": 1,
+        "began": 1.0,
+        "ended": 2.0,
+    }
+    turn = record_from_dict(d).turn
+    assert turn is not None and turn.broken_after_s is None and turn.broken_turns == []

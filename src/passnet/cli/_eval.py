@@ -274,12 +274,22 @@ def _print_summary(records: list[Any], console: Console) -> None:
         cells += [f"{r.correctness.max_diff:.2e}" if r.correctness else "-"]
         table.add_row(*cells, _floor(r), _note(r, replay, kernels))
     contended = sum(1 for r in records if r.cpu_contention and r.cpu_contention.contended)
+    broken = sum(1 for r in records if r.turn and r.turn.disturbed)
+    captions = []
     if contended:
-        table.caption = (
+        captions.append(
             f"{contended} of {len(records)} graphs were timed while other processes competed "
             "for the CPU: their speedups are not theirs alone (measure them again on a quiet "
             "machine)"
         )
+    if broken:
+        captions.append(
+            f"{broken} of {len(records)} graphs' timing turns were broken for lasting too "
+            "long: the evaluations they had stopped ran during their timing (measure them "
+            "again)"
+        )
+    if captions:
+        table.caption = "\n".join(captions)
     console.print(table)
 
 

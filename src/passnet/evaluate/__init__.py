@@ -28,7 +28,7 @@ from passnet.evaluate._roofline import (
 )
 from passnet.evaluate._settings import FORKSERVER_PRELOAD, EvalSettings
 from passnet.evaluate._timing import cpu_timer, cuda_timer, measure_interleaved
-from passnet.evaluate._turns import SCOPES, Turns
+from passnet.evaluate._turns import SCOPES, TURN_MARGIN_S, Turns, turn_bound_s
 
 __all__ = [
     "PaddleProbe",
@@ -43,6 +43,7 @@ __all__ = [
     "EvalSettings",
     "PrepareOutcome",
     "SCOPES",
+    "TURN_MARGIN_S",
     "Turns",
     "available_bytes",
     "cache_counters",
@@ -72,4 +73,5 @@ __all__ = [
     "software_versions",
     "spare_cores",
     "timing_cores",
+    "turn_bound_s",
 ]

@@ -67,6 +67,7 @@ __all__ = [
     "run_child",
     "run_children",
     "timing_cores",
+    "use_device",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class _Stage:
         self.send = send
         self.name = "start"
         self.phases: dict[str, float] = {}
+        self.broken_turns: list[str] = []
+        """The stages whose timing turns the executor broke (:meth:`Turns.break_stalled`)."""
         self._t = time.perf_counter()
 
     def enter(self, name: str) -> None:
@@ -111,11 +114,23 @@ def probe_device_child(device: str, send: Send) -> None:
     send(("result", {"error": _device_problem(device)}))
 
 
+def use_device(device: str) -> None:
+    """Make CUDA ``device`` (``cuda:N``) this process's current device. ``synchronize()``,
+    CUDA events, ``mem_get_info()`` and the current stream are the current device's: a
+    child of ``cuda:1`` left on ``cuda:0`` would synchronize and time an idle ``cuda:0``
+    (its timings the launch times alone) and hold a context there too."""
+    if device.startswith("cuda"):
+        index = torch.device(device).index
+        if index is not None:
+            torch.cuda.set_device(index)
+
+
 def _device_problem(device: str) -> str | None:
     """Allocate, add and synchronise on ``device``: None if that works, else the error (a
     sticky CUDA error, such as an illegal address, fails every later call)."""
     try:
         torch.ones(1, device=device).add_(1)
+        use_device(device)  # the synchronization below is the current device's
         _sync(device)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return f"{type(exc).__name__}: {exc}"
@@ -234,6 +249,16 @@ def _timing_turn(req: ChildRequest, stage: _Stage, name: str) -> Iterator[TurnRe
     with req.turns.turn() as report:
         stage.enter(name)
         yield report
+    if report.broken_after_s is not None:
+        stage.broken_turns.append(name)
+        report.broken_turns = list(stage.broken_turns)
+        log.warning(
+            "the %s turn was broken after %.1f s (it lasted %.1f s): the evaluations it "
+            "stopped were continued",
+            name,
+            report.broken_after_s,
+            report.ended - report.began,
+        )
 
 
 def run_children(requests: list[ChildRequest], send: Send) -> None:
@@ -351,6 +376,7 @@ def _evaluate(
 
         evaluate_paddle(req, sample, stage, result, loaded)
         return
+    use_device(device)
     check_fits(sample, device)  # from the metadata, before any tensor exists
     loaded["memory_limit"] = bound_memory(device)  # CPU: fail an allocation, not be killed
     module = sample.build_module(device)
@@ -457,6 +483,7 @@ def _evaluate(
         if s.roofline:  # the device's ceilings are measured once per machine: a turn
             with _timing_turn(req, stage, "roofline"):
                 result["roofline"] = _roofline(module, inputs1, device, timings)
+            _note_broken_turns(result, stage)
         cuda = device.startswith("cuda")
         if cuda and (s.replay_timing or s.profile_kernels):
             # Last, once the result is decided: optional work that kills the process costs
@@ -482,7 +509,15 @@ def _evaluate(
                         "profiling",
                         lambda fns: profile_kernels(fns, calls=s.profile_calls),
                     )
+            _note_broken_turns(result, stage)
             result["timing"] = {k: dataclasses.asdict(v) for k, v in timings.items()}
+
+
+def _note_broken_turns(result: dict[str, Any], stage: _Stage) -> None:
+    """The turns broken after the measuring one (roofline, replay, profile) in the record's
+    ``turn``."""
+    if result.get("turn") is not None:
+        result["turn"]["broken_turns"] = list(stage.broken_turns)
 
 
 _SUSPECT = (Status.ACCURACY, Status.NONFINITE)

@@ -66,6 +66,7 @@ def _prepare_child(
     import torch
 
     from passnet.compilers import create_compiler, mark_module_state
+    from passnet.evaluate._child import use_device
     from passnet.evaluate._memory import check_fits
     from passnet.sample import load_sample
 
@@ -74,6 +75,7 @@ def _prepare_child(
     if num_threads:
         torch.set_num_threads(num_threads)
     try:
+        use_device(device)  # as the evaluation does: Inductor benchmarks on the current GPU
         sample = load_sample(sample_path)
         check_fits(sample, device)
         module = sample.build_module(device)

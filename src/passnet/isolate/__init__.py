@@ -13,6 +13,7 @@ from passnet.isolate._memory import (
     out_of_host_memory,
 )
 from passnet.isolate._process import (
+    STACKS_DIR_ENV,
     TORCH_PRELOAD,
     ChildOutcome,
     even_chunks,
@@ -25,6 +26,7 @@ from passnet.isolate._process import (
 )
 
 __all__ = [
+    "STACKS_DIR_ENV",
     "TORCH_PRELOAD",
     "ChildOutcome",
     "even_chunks",

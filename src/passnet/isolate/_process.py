@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import gc
 import json
 import logging
@@ -251,6 +252,30 @@ def _die_with_the_harness() -> None:
         os._exit(1)
 
 
+STACKS_DIR_ENV = "PASSNET_STACKS_DIR"
+"""A folder where each isolated child writes its Python stacks (``<pid>.txt``) when it gets
+``SIGUSR1``; unset, they go to the child's stderr."""
+
+_stacks_file: Any = None  # kept open: faulthandler writes to its descriptor
+
+
+def _stacks_on_sigusr1() -> None:
+    """On ``SIGUSR1``, write every thread's Python stack (:mod:`faulthandler`: from the
+    signal handler itself, so also while the main thread waits in C, on a lock or the
+    GPU; a stopped process writes once continued)."""
+    global _stacks_file
+    target: Any = sys.stderr
+    folder = os.environ.get(STACKS_DIR_ENV)
+    if folder:
+        try:
+            _stacks_file = open(Path(folder) / f"{os.getpid()}.txt", "a")  # noqa: SIM115
+            target = _stacks_file
+        except OSError as exc:
+            log.warning("no stack file in %s (%s): stacks go to stderr", folder, exc)
+    with contextlib.suppress(ValueError, OSError, RuntimeError):  # no usable stderr: none
+        faulthandler.register(signal.SIGUSR1, file=target, all_threads=True)
+
+
 def _entry(conn: Any, target: Any, args: tuple[Any, ...], stderr_path: str | None = None) -> None:
     _die_with_the_harness()
     # What the forkserver imported lives as long as the child: out of the collector's
@@ -262,6 +287,7 @@ def _entry(conn: Any, target: Any, args: tuple[Any, ...], stderr_path: str | Non
         sys.stderr.flush()
         os.dup2(fd, 2)
         os.close(fd)
+    _stacks_on_sigusr1()
 
     def send(msg: tuple[str, Any]) -> None:
         conn.send(msg)

@@ -287,7 +287,7 @@ class TurnReport:
     """How a graph's timing went under ``--overlap`` (:mod:`passnet.evaluate._turns`): the
     evaluations its GPU ran at once, the turn's scope (``host`` or ``device``), seconds it
     waited for its turn, the members its turn stopped, and when it began and ended (epoch
-    seconds: turns whose scopes meet never overlap)."""
+    seconds: turns whose scopes meet never overlap), and whether a turn was broken."""
 
     slots: int
     scope: str
@@ -295,6 +295,18 @@ class TurnReport:
     paused: int = 0
     began: float = 0.0
     ended: float = 0.0
+    broken_after_s: float | None = None
+    """Seconds into the turn at which the executor broke it for lasting too long, and
+    continued the members it had stopped; None: it was not. Before ``ended - began``, the
+    timed rounds may have shared the machine (:meth:`disturbed`)."""
+    broken_turns: list[str] = field(default_factory=list)
+    """The stages of the evaluation whose turns were broken: ``measure`` (this turn),
+    ``roofline``, ``replay``, ``profile``."""
+
+    @property
+    def disturbed(self) -> bool:
+        """The turn was broken before its timed work ended: not a clean measurement."""
+        return self.broken_after_s is not None and self.broken_after_s < self.ended - self.began
 
 
 @dataclass
@@ -439,13 +451,19 @@ class EvalRecord:
 
     def timing_remarks(self) -> list[str]:
         """What makes this record's timing doubtful, in words (empty when nothing does): a
-        side still unstable after its retries, other processes competing for the CPU."""
+        side still unstable after its retries, other processes competing for the CPU, a
+        timing turn broken while it timed."""
         remarks = []
         if (self.eager and self.eager.unstable) or (self.compiled and self.compiled.unstable):
             remarks.append("unstable timing")
         cpu = self.cpu_contention
         if cpu is not None and cpu.contended:
             remarks.append(f"CPU contended: threads waited {cpu.wait_fraction:.0%} for a core")
+        if self.turn is not None and self.turn.disturbed:
+            remarks.append(
+                f"timing turn broken after {self.turn.broken_after_s:.0f} s: the evaluations "
+                "it stopped ran during its timing"
+            )
         return remarks
 
     def correct_at(self, t: int) -> bool:

@@ -57,7 +57,7 @@ COLUMNS: dict[str, str] = {
     "rate and its minimum bytes at the measured copy bandwidth) over the compiled side's "
     "median: how close it came to the hardware limit.",
     "note": "The error's first line, after where it happened (model.py:19) when known, or "
-    "a timing remark (unstable timing, CPU contended).",
+    "a timing remark (unstable timing, CPU contended, timing turn broken).",
 }
 """The per-graph table's columns and what they mean (also shown on the page)."""
 

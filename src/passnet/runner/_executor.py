@@ -31,6 +31,7 @@ from passnet.evaluate import (
     evaluate_sample,
     evaluate_samples,
     prepare_sample,
+    turn_bound_s,
 )
 from passnet.isolate import even_chunks
 from passnet.record import EvalRecord
@@ -344,13 +345,17 @@ class LocalExecutor(Executor):
         stop = threading.Event()
         if self.overlap > 1:
             every = tuple(core for share in self.slot_cores for core in share)
-            self._turns = Turns.create(self.scope, self.overlap, every)
+            bound = max((turn_bound_s(job.settings) for job in jobs), default=None)
+            self._turns = Turns.create(self.scope, self.overlap, every, bound)
         with (
             contextlib.ExitStack() as cleanup,
             cf.ThreadPoolExecutor(max_workers=len(self.pool.slots)) as threads,
         ):
             if self._turns is not None:
                 cleanup.callback(self._end_turns)
+                # a turn that outlasts its bound is broken: nothing a stopped child holds
+                # stalls the run (passnet.evaluate.Turns)
+                cleanup.enter_context(self._turns.watching())
             futures = [
                 threads.submit(self._work, group, on_stage, records.put, stop)
                 for group in groups(jobs, len(self.pool.slots))
