@@ -92,20 +92,32 @@ run_isolated(_report_pid_then_hang, (sys.argv[1],), timeout_s=3600)
 """
 
 
+def _start_harness(
+    script: str, pid_file: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A Python process running ``script`` (it writes its isolated child's pid to
+    ``pid_file``) with passnet from this checkout."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}", **(env or {})}
+    return subprocess.Popen([sys.executable, "-c", script, str(pid_file)], env=env, cwd=repo)
+
+
+def _child_of(harness: subprocess.Popen[bytes], pid_file: Path) -> int:
+    """The pid ``harness`` writes to ``pid_file`` once its child started (2 minutes at most)."""
+    deadline = time.time() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+        assert harness.poll() is None, "the harness ended before its child started"
+        time.sleep(0.1)
+    return int(pid_file.read_text())
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
 def test_a_hanging_child_does_not_outlive_a_killed_harness(tmp_path: Path) -> None:
     # kill -9 of `passnet eval` alone (not its process group): the forkserver sees its
     # pipe from the harness close and exits, and the kernel then kills the child.
-    pid_file = tmp_path / "child.pid"
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}"}
-    harness = subprocess.Popen([sys.executable, "-c", _HARNESS, str(pid_file)], env=env, cwd=repo)
+    harness = _start_harness(_HARNESS, tmp_path / "child.pid")
     try:
-        deadline = time.time() + 120
-        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
-            assert harness.poll() is None, "the harness ended before its child started"
-            time.sleep(0.1)
-        child = int(pid_file.read_text())
+        child = _child_of(harness, tmp_path / "child.pid")
         assert not _gone(child)
         harness.kill()
         harness.wait()
@@ -295,24 +307,11 @@ run_isolated(_stopped_then_waiting, (sys.argv[1],), timeout_s=3600)
 def test_a_child_writes_its_stacks_on_sigusr1_also_when_stopped_first(tmp_path: Path) -> None:
     from passnet.isolate import STACKS_DIR_ENV
 
-    pid_file = tmp_path / "child.pid"
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    repo = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{repo / 'src'}{os.pathsep}{repo}",
-        STACKS_DIR_ENV: str(stacks),
-    }
-    harness = subprocess.Popen(
-        [sys.executable, "-c", _STACKS_HARNESS, str(pid_file)], env=env, cwd=repo
-    )
+    harness = _start_harness(_STACKS_HARNESS, tmp_path / "child.pid", {STACKS_DIR_ENV: str(stacks)})
     try:
-        deadline = time.time() + 120
-        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
-            assert harness.poll() is None, "the harness ended before its child started"
-            time.sleep(0.1)
-        child = int(pid_file.read_text())
+        child = _child_of(harness, tmp_path / "child.pid")
         time.sleep(0.3)  # in its wait
         os.kill(child, signal.SIGSTOP)
         os.kill(child, signal.SIGUSR1)  # pending while stopped

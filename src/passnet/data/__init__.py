@@ -18,6 +18,8 @@ from passnet.data._shipped import (
     stamp_path,
     stamped_copy,
     stats_digest,
+    write_atomically,
+    write_stamp,
 )
 
 __all__ = [
@@ -35,6 +37,8 @@ __all__ = [
     "stamp_path",
     "stamped_copy",
     "stats_digest",
+    "write_atomically",
+    "write_stamp",
 ]
 
 

@@ -2,8 +2,8 @@
 
 ``passnet.dataset.bench_path`` unpacks the packed evaluation splits (:func:`passbench_dir
 <passnet.data.passbench_dir>`) once into :func:`cache_dir`, verifies the copy in full
-against the manifest and writes a stamp beside it (:class:`UnpackedStamp`). This module
-reads that stamp back: :func:`stamped_copy` returns the copy when the shipped archive and
+against the manifest and stamps it (:func:`write_stamp`, :class:`UnpackedStamp`). This
+module writes and reads that stamp: :func:`stamped_copy` returns the copy when the shipped archive and
 manifest are those it was unpacked from and no file of it changed size or modification
 time since it was verified. It needs the standard library only (no torch), so
 ``passnet bench path`` answers in a fraction of a second; anything else is left to
@@ -17,10 +17,11 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -34,6 +35,8 @@ __all__ = [
     "stamp_path",
     "stamped_copy",
     "stats_digest",
+    "write_atomically",
+    "write_stamp",
 ]
 
 CACHE_DIR_ENV = "PASSNET_CACHE_DIR"
@@ -140,6 +143,40 @@ def stats_digest(target: Path, files: Sequence[str]) -> str | None:
             return None
         digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def write_atomically(target: Path, write: Callable[[BinaryIO], object], mode: int = 0o644) -> None:
+    """``write(file)`` into a temporary file beside ``target``, then give it ``mode`` and
+    rename it there."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_stamp(
+    target: Path,
+    archive: str,
+    digests: tuple[str, str],
+    splits: Sequence[str],
+    files: Sequence[str],
+) -> None:
+    """Stamp ``target``, a copy just verified in full: unpacked from ``archive`` (its file
+    name; ``digests``: the archive's and the shipped manifest's SHA-256), holding
+    ``splits``, and the stats of ``files`` now. No stamp when one of them went missing
+    since the check (the copy is then checked again next time)."""
+    stats = stats_digest(target, files)
+    if stats is None:
+        stamp_path(target).unlink(missing_ok=True)
+        return
+    stamp = UnpackedStamp(target.name, archive, *digests, tuple(splits), tuple(files), stats)
+    record = json.dumps(stamp.to_dict()).encode() + b"\n"
+    write_atomically(stamp_path(target), lambda f: f.write(record))
 
 
 def stamped_copy(split: str | None = None) -> Path | None:

@@ -38,14 +38,14 @@ import passnet.data
 from passnet.data import (
     CACHE_DIR_ENV,
     SHIPPED_MANIFEST_FILE,
-    UnpackedStamp,
     cache_dir,
     cache_lock,
     file_sha256,
     read_stamp,
     stamp_path,
     stamped_copy,
-    stats_digest,
+    write_atomically,
+    write_stamp,
 )
 from passnet.errors import DatasetError, PassnetError
 from passnet.task import BENCH_MANIFEST, load_task
@@ -606,19 +606,6 @@ def _tar_info(
     return info
 
 
-def _write_atomically(target: Path, write: Any) -> None:
-    """``write(file)`` into a temporary file beside ``target``, then rename it there."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def pack_bench(
     bench_dir: str | Path, out_dir: str | Path, splits: Sequence[str] = EVAL_SPLITS
 ) -> Path:
@@ -674,9 +661,9 @@ def pack_bench(
                 with open(source, "rb") as data:
                     tar.addfile(info, data)
 
-    _write_atomically(archive, write)
+    write_atomically(archive, write)
     packed = lzma.compress((root / MANIFEST_FILE).read_bytes(), preset=9)
-    _write_atomically(out / SHIPPED_MANIFEST_FILE, lambda f: f.write(packed))
+    write_atomically(out / SHIPPED_MANIFEST_FILE, lambda f: f.write(packed))
     log.info("packed %s (%s) into %s", ", ".join(splits), check.summary(), archive)
     return archive
 
@@ -732,15 +719,9 @@ def _extract(archive: Path, into: Path) -> None:
 def _write_stamp(
     target: Path, m: BenchManifest, archive: Path, digests: tuple[str, str], splits: list[str]
 ) -> None:
-    """Record a copy just verified in full: its splits, and its files' stats now."""
+    """Stamp a copy just verified in full: its splits, and its files' stats now."""
     files = [MANIFEST_FILE, *m.top_files(), *(rel for s in splits for rel in m.split_files(s))]
-    stats = stats_digest(target, files)
-    if stats is None:  # a file went missing since the check: no stamp, checked again later
-        stamp_path(target).unlink(missing_ok=True)
-        return
-    stamp = UnpackedStamp(target.name, archive.name, *digests, tuple(splits), tuple(files), stats)
-    record = json.dumps(stamp.to_dict()).encode() + b"\n"
-    _write_atomically(stamp_path(target), lambda f: f.write(record))
+    write_stamp(target, archive.name, digests, splits, files)
 
 
 def _cached_copy_intact(
