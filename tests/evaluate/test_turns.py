@@ -187,14 +187,20 @@ def _lock_holder(
     lock_path: str,
     holding: multiprocessing.Event,  # type: ignore[valid-type]
 ) -> None:
-    """A member that holds a file lock (as a compile holds Inductor's) for 0.3 s of its own
-    running time: stopped meanwhile, it keeps it."""
+    """A member that holds a file lock (as a compile holds Inductor's) until a turn has
+    stopped it and it has been continued, then 0.3 s more: stopped, it keeps it. (Holding
+    it for a fixed time instead, a loaded machine let it go before any turn began.)"""
     import fcntl
+    import signal
 
+    continued = []
+    signal.signal(signal.SIGCONT, lambda *_: continued.append(True))
     turns.join(device)
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         holding.set()
+        while not continued:
+            time.sleep(0.01)
         for _ in range(30):
             time.sleep(0.01)
     while True:
