@@ -11,6 +11,15 @@ median in ms). The variants differ in one thing each from GraphNet's ``test_comp
     PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... [--trials 100]
 
 Prints one table (variant × sample) and, with ``--json FILE``, writes the figures.
+
+With ``--rounds R``, the main variants (eager, GraphNet's call without the default device,
+the same under ``no_grad``, ``dynamic=False`` with positional arguments, passnet's
+compiler) are compiled once each, side by side in one process, and then timed in R
+interleaved rounds (each round times every variant once, ``--trials`` calls each): drift
+of the machine then moves every variant alike, and each cell is the median of the R
+round medians, with their range::
+
+    PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... --rounds 9
 """
 
 from __future__ import annotations
@@ -131,14 +140,136 @@ def _variants(sample_path: Path, device: str, warmup: int, trials: int) -> dict[
     return out
 
 
+def _graphnet_side(checkout: str, sample_path: Path, device: str) -> tuple[Any, dict[str, Any]]:
+    """GraphNet's model and inputs for ``sample_path``, built by its ``test_compiler``'s own
+    functions (seed 123, as it sets), from the checkout ``checkout``."""
+    import random
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(checkout).resolve()))
+    from graph_net_bench.torch import test_compiler as gn
+
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    args = argparse.Namespace(model_path=str(sample_path), device=device, compiler="inductor")
+    return gn.get_model(args), gn.get_input_dict(args)
+
+
+def _interleaved(
+    sample_path: Path,
+    device: str,
+    warmup: int,
+    trials: int,
+    rounds: int,
+    graphnet: str | None = None,
+) -> dict[str, dict[str, float] | str]:
+    """The main variants compiled once each, then timed in ``rounds`` interleaved rounds."""
+    # one Dynamo cache entry per variant and frame, all kept (the default limit is 8)
+    torch._dynamo.config.cache_size_limit = 64
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = 64
+    torch._dynamo.reset()
+    sample = load_sample(sample_path)
+    module = sample.build_module(device)
+    inputs = sample.replay_inputs(device, 0)
+    kwargs = dict(zip(sample.param_names, inputs))
+    example = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    mark_module_state(example, sample.module_state_positions)
+    compiled = torch.compile(module, backend="inductor")
+    static = torch.compile(module, backend="inductor", dynamic=False)
+    ours = create_compiler("inductor").compile(module, example)
+    calls: dict[str, tuple[Callable[[], Any], bool]] = {
+        "eager, no_grad": (lambda: module(*inputs), True),
+        "eager, grad": (lambda: module(*inputs), False),
+        "graphnet: compile(model), kwargs, grad": (lambda: compiled(**kwargs), False),
+        "compile(model), kwargs, no_grad": (lambda: compiled(**kwargs), True),
+        "compile(model, dynamic=False), positional, no_grad": (lambda: static(*inputs), True),
+        "passnet compiler (warm, marked), no_grad": (lambda: ours(*inputs), True),
+    }
+    if graphnet is not None:
+        # GraphNet's own model and inputs (its replay of the metadata), and passnet's model
+        # on GraphNet's inputs: what differs between the two harnesses' processes
+        gn_model, gn_inputs = _graphnet_side(graphnet, sample_path, device)
+        gn_compiled = torch.compile(gn_model, backend="inductor")
+        calls["graphnet model and inputs: eager, grad"] = (lambda: gn_model(**gn_inputs), False)
+        calls["graphnet model and inputs: compile(model), kwargs, grad"] = (
+            lambda: gn_compiled(**gn_inputs),
+            False,
+        )
+        calls["passnet model, graphnet inputs: compile(model), kwargs, grad"] = (
+            lambda: compiled(**gn_inputs),
+            False,
+        )
+    medians: dict[str, list[float]] = {name: [] for name in calls}
+    failed: dict[str, str] = {}
+    for name, (call, no_grad) in calls.items():  # compiles, outside every round
+        try:
+            with torch.no_grad() if no_grad else contextlib.nullcontext():
+                call()
+        except Exception as exc:  # noqa: BLE001 - a variant that fails is a finding
+            failed[name] = f"{type(exc).__name__}: {exc}"[:80]
+    for _ in range(rounds):
+        for name, (call, no_grad) in calls.items():
+            if name not in failed:
+                with torch.no_grad() if no_grad else contextlib.nullcontext():
+                    medians[name].append(_median_ms(call, warmup, trials))
+    out: dict[str, dict[str, float] | str] = dict(failed)
+    for name, values in medians.items():
+        if values:
+            out[name] = {
+                "median_ms": statistics.median(values),
+                "min_ms": min(values),
+                "max_ms": max(values),
+            }
+    return out
+
+
+def _print_interleaved(results: dict[str, dict[str, dict[str, float] | str]]) -> None:
+    names = list(next(iter(results.values())))
+    width = max(len(n) for n in names)
+    print(f"{'variant (median of round medians, ms [range])':<{width}} "
+          + " ".join(f"{Path(s).name[:22]:>22}" for s in results))  # fmt: skip
+    for name in names:
+        cells = []
+        for res in results.values():
+            v = res.get(name)
+            if isinstance(v, dict):
+                cells.append(
+                    f"{v['median_ms']:7.3f} [{v['min_ms']:.3f}-{v['max_ms']:.3f}]".rjust(22)
+                )
+            else:
+                cells.append(f"{str(v)[:22]:>22}")
+        print(f"{name:<{width}} " + " ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("samples", nargs="+", type=Path)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds (see above)")
+    parser.add_argument(
+        "--graphnet",
+        default=None,
+        help="with --rounds: a GraphNet checkout; adds its own model and inputs as variants",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.rounds > 0:
+        interleaved = {
+            str(s): _interleaved(
+                s, args.device, args.warmup, args.trials, args.rounds, args.graphnet
+            )
+            for s in args.samples
+        }
+        if args.json:
+            args.json.write_text(json.dumps(interleaved, indent=1) + "\n")
+        _print_interleaved(interleaved)
+        return
     results = {str(s): _variants(s, args.device, args.warmup, args.trials) for s in args.samples}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
