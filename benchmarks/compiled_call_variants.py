@@ -186,6 +186,8 @@ def _interleaved(
         "eager, grad": (lambda: module(*inputs), False),
         "graphnet: compile(model), kwargs, grad": (lambda: compiled(**kwargs), False),
         "compile(model), kwargs, no_grad": (lambda: compiled(**kwargs), True),
+        "compile(model), positional, no_grad": (lambda: compiled(*inputs), True),
+        "compile(model, dynamic=False), kwargs, no_grad": (lambda: static(**kwargs), True),
         "compile(model, dynamic=False), positional, no_grad": (lambda: static(*inputs), True),
         "passnet compiler (warm, marked), no_grad": (lambda: ours(*inputs), True),
     }
