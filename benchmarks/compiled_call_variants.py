@@ -20,6 +20,9 @@ of the machine then moves every variant alike, and each cell is the median of th
 round medians, with their range::
 
     PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... --rounds 9
+
+``--profile N`` then profiles N calls of each variant: the CUDA kernels one call launches
+(count and time) and the host events that take most of its time.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ import torch
 
 from passnet.compilers import create_compiler, mark_module_state
 from passnet.sample import load_sample
+
+GRAPHNET_DYNAMO = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
+"""Two of the Dynamo options GraphNet's ``graph_net.torch.extractor`` sets when imported
+(also ``capture_sparse_compute``, ``allow_rnn``, ``raise_on_ctx_manager_usage=False``)."""
 
 
 def _sync() -> None:
@@ -149,7 +156,12 @@ def _graphnet_side(checkout: str, sample_path: Path, device: str) -> tuple[Any, 
     import numpy as np
 
     sys.path.insert(0, str(Path(checkout).resolve()))
+    options = torch._dynamo.config.get_config_copy()
     from graph_net_bench.torch import test_compiler as gn
+
+    # importing it sets Dynamo options for the process (GRAPHNET_DYNAMO): undone, so that
+    # only the variants named for them run under them
+    torch._dynamo.config.load_config(options)
 
     random.seed(123)
     np.random.seed(123)
@@ -165,7 +177,8 @@ def _interleaved(
     trials: int,
     rounds: int,
     graphnet: str | None = None,
-) -> dict[str, dict[str, float] | str]:
+    profile: int = 0,
+) -> dict[str, dict[str, Any] | str]:
     """The main variants compiled once each, then timed in ``rounds`` interleaved rounds."""
     # one Dynamo cache entry per variant and frame, all kept (the default limit is 8)
     torch._dynamo.config.cache_size_limit = 64
@@ -181,21 +194,44 @@ def _interleaved(
     compiled = torch.compile(module, backend="inductor")
     static = torch.compile(module, backend="inductor", dynamic=False)
     ours = create_compiler("inductor").compile(module, example)
+    # the Dynamo options GraphNet's harness runs under (set by importing its extractor)
+    with torch._dynamo.config.patch(GRAPHNET_DYNAMO):
+        captured = torch.compile(module, backend="inductor")
+        captured(**kwargs)  # traced now, under the options
+        with torch.no_grad():
+            captured(**kwargs)
+    ours_captured = create_compiler(
+        "inductor", **{f"dynamo.{k}": v for k, v in GRAPHNET_DYNAMO.items()}
+    ).compile(module, example)
     calls: dict[str, tuple[Callable[[], Any], bool]] = {
         "eager, no_grad": (lambda: module(*inputs), True),
         "eager, grad": (lambda: module(*inputs), False),
-        "graphnet: compile(model), kwargs, grad": (lambda: compiled(**kwargs), False),
+        "compile(model), kwargs, grad": (lambda: compiled(**kwargs), False),
         "compile(model), kwargs, no_grad": (lambda: compiled(**kwargs), True),
         "compile(model), positional, no_grad": (lambda: compiled(*inputs), True),
         "compile(model, dynamic=False), kwargs, no_grad": (lambda: static(**kwargs), True),
         "compile(model, dynamic=False), positional, no_grad": (lambda: static(*inputs), True),
         "passnet compiler (warm, marked), no_grad": (lambda: ours(*inputs), True),
+        "graphnet: compile(model) under its dynamo options, kwargs, grad": (
+            lambda: captured(**kwargs),
+            False,
+        ),
+        "graphnet's dynamo options: compile(model), kwargs, no_grad": (
+            lambda: captured(**kwargs),
+            True,
+        ),
+        "passnet compiler, graphnet's dynamo options, no_grad": (
+            lambda: ours_captured(*inputs),
+            True,
+        ),
     }
     if graphnet is not None:
         # GraphNet's own model and inputs (its replay of the metadata), and passnet's model
         # on GraphNet's inputs: what differs between the two harnesses' processes
         gn_model, gn_inputs = _graphnet_side(graphnet, sample_path, device)
         gn_compiled = torch.compile(gn_model, backend="inductor")
+        with torch._dynamo.config.patch(GRAPHNET_DYNAMO):  # as in GraphNet's process
+            gn_compiled(**gn_inputs)
         calls["graphnet model and inputs: eager, grad"] = (lambda: gn_model(**gn_inputs), False)
         calls["graphnet model and inputs: compile(model), kwargs, grad"] = (
             lambda: gn_compiled(**gn_inputs),
@@ -218,7 +254,7 @@ def _interleaved(
             if name not in failed:
                 with torch.no_grad() if no_grad else contextlib.nullcontext():
                     medians[name].append(_median_ms(call, warmup, trials))
-    out: dict[str, dict[str, float] | str] = dict(failed)
+    out: dict[str, dict[str, Any] | str] = dict(failed)
     for name, values in medians.items():
         if values:
             out[name] = {
@@ -226,12 +262,59 @@ def _interleaved(
                 "min_ms": min(values),
                 "max_ms": max(values),
             }
+            if profile:
+                call, no_grad = calls[name]
+                with torch.no_grad() if no_grad else contextlib.nullcontext():
+                    out[name]["profile"] = _profile(call, profile)
     return out
 
 
-def _print_interleaved(results: dict[str, dict[str, dict[str, float] | str]]) -> None:
+def _profile(call: Callable[[], Any], calls: int) -> dict[str, Any]:
+    """What one call does, from ``calls`` profiled calls: its CUDA kernels (count and
+    time) and the host-side events that take the most of its time (self time and count),
+    per call. Two variants that launch the same kernels but differ in time differ on the
+    host: in guards, the Dynamo cache lookups, the wrappers around the compiled graphs."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            call()
+        _sync()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    host = sorted(
+        (e for e in prof.key_averages() if e.self_cpu_time_total > 0),
+        key=lambda e: e.self_cpu_time_total,
+        reverse=True,
+    )
+    return {
+        "kernels_per_call": len(kernels) / calls,
+        "kernel_us_per_call": sum(e.device_time_total for e in kernels) / calls,
+        "host_top": [
+            {"name": e.key[:60], "self_us": e.self_cpu_time_total / calls, "count": e.count / calls}
+            for e in host[:8]
+        ],
+    }
+
+
+def _print_interleaved(results: dict[str, dict[str, dict[str, Any] | str]]) -> None:
     names = list(next(iter(results.values())))
     width = max(len(n) for n in names)
+    for sample, res in results.items():
+        for name in names:
+            v = res.get(name)
+            if isinstance(v, dict) and "profile" in v:
+                prof = v["profile"]
+                top = "; ".join(
+                    f"{h['name']} {h['self_us']:.0f}us x{h['count']:g}" for h in prof["host_top"]
+                )
+                print(
+                    f"{Path(sample).name[:22]} | {name} | kernels {prof['kernels_per_call']:g} "
+                    f"({prof['kernel_us_per_call']:.0f} us) | host: {top}"
+                )
     print(f"{'variant (median of round medians, ms [range])':<{width}} "
           + " ".join(f"{Path(s).name[:22]:>22}" for s in results))  # fmt: skip
     for name in names:
@@ -259,12 +342,19 @@ def main() -> None:
         default=None,
         help="with --rounds: a GraphNet checkout; adds its own model and inputs as variants",
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --rounds: profile N calls of each variant (kernels, host time per call)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.rounds > 0:
         interleaved = {
             str(s): _interleaved(
-                s, args.device, args.warmup, args.trials, args.rounds, args.graphnet
+                s, args.device, args.warmup, args.trials, args.rounds, args.graphnet, args.profile
             )
             for s in args.samples
         }

@@ -8,10 +8,17 @@ the same samples with the same warm-up and trials. One table: eager and compiled
 (e2e, ms) and speedups of the three.
 
     PYTHONPATH=src python3 benchmarks/graphnet_compare.py SAMPLE... --graphnet DIR \\
-        --work DIR [--compiler inductor] [--warmup 25] [--trials 100]
+        --work DIR [--compiler inductor] [--config KEY=VALUE...] [--warmup 25] [--trials 100]
 
-Each part is kept under ``--work`` (GraphNet's logs, passnet's records) and skipped when
-present, so a second call resumes.
+GraphNet's harness imports its extractor, which turns on Dynamo's
+``capture_dynamic_output_shape_ops`` and ``capture_scalar_outputs`` (and three more) for
+the whole process: ``--config dynamo.capture_dynamic_output_shape_ops=true
+dynamo.capture_scalar_outputs=true`` compiles passnet's side the same way.
+
+Samples run one after the other, each through the harnesses in turn, so that a row is
+one stretch of one machine. Each part is kept under ``--work`` (GraphNet's logs, passnet's
+records per sample, ``compare.json`` after every sample) and skipped when present, so a
+second call resumes. ``--no-published`` skips GraphNet's harness as published.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from passnet.cli._eval import parse_config
 from passnet.evaluate import EvalSettings
 from passnet.runner import plan_items, read_records, run_evaluations
 
@@ -64,31 +72,31 @@ def graphnet_run(sample: Path, args: argparse.Namespace, default_device: bool) -
     return found
 
 
-def passnet_run(samples: list[Path], args: argparse.Namespace) -> dict[str, dict]:
-    out = Path(args.work) / "passnet"
-    run_evaluations(
-        plan_items([str(s) for s in samples]),
-        compiler=args.compiler,
-        device=args.device,
-        settings=EvalSettings(warmup=args.warmup, trials=args.trials),
-        out_dir=out,
-        jobs=1,
-        console=Console(stderr=True),
-        echo_logs=False,
-    )
-    figures = {}
+def passnet_run(sample: Path, args: argparse.Namespace) -> dict:
+    """passnet's medians for one sample, as :func:`graphnet_run` gives GraphNet's."""
+    out = Path(args.work) / "passnet" / sample.name
+    if not (out / "results.jsonl").exists():
+        run_evaluations(
+            plan_items([str(sample)]),
+            compiler=args.compiler,
+            compiler_config=parse_config(args.config),
+            device=args.device,
+            settings=EvalSettings(warmup=args.warmup, trials=args.trials),
+            out_dir=out,
+            jobs=1,
+            console=Console(stderr=True),
+            echo_logs=False,
+        )
     for r in read_records(out / "results.jsonl"):
-        name = Path(r.graph).name
         if r.eager is None or r.compiled is None:
-            figures[name] = {"error": r.status.value}
-        else:
-            figures[name] = {"eager": r.eager.e2e.median_ms, "compiled": r.compiled.e2e.median_ms}
-    return figures
+            return {"error": r.status.value}
+        return {"eager": r.eager.e2e.median_ms, "compiled": r.compiled.e2e.median_ms}
+    return {"error": "no record"}
 
 
 def _cells(fig: dict | None) -> str:
     if not fig or "error" in fig:
-        return f"{(fig or {}).get('error', 'missing')[:26]:>26}"
+        return f"{(fig or {}).get('error', 'not run')[:26]:>26}"
     e, c = fig["eager"], fig["compiled"]
     return f"{e:8.3f} {c:8.3f} {e / c:8.3f}"
 
@@ -103,18 +111,36 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--config",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passnet's compiler config, as `passnet eval --config` takes it",
+    )
+    parser.add_argument(
+        "--no-published",
+        action="store_true",
+        help="skip GraphNet's harness as published (with torch.set_default_device)",
+    )
     args = parser.parse_args()
 
-    gn = {s.name: graphnet_run(s, args, True) for s in args.samples}
-    gn_nd = {s.name: graphnet_run(s, args, False) for s in args.samples}
-    pn = passnet_run(args.samples, args)
-    summary = {"graphnet": gn, "graphnet_no_default_device": gn_nd, "passnet": pn}
-    (Path(args.work) / "compare.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # sample by sample, the harnesses one after the other: a row is one stretch of one
+    # machine, and a call that ends early keeps its finished rows (compare.json)
+    summary: dict[str, dict[str, dict]] = {"graphnet": {}, "graphnet_no_default_device": {}}
+    summary["passnet"] = {}
+    for s in args.samples:
+        if not args.no_published:
+            summary["graphnet"][s.name] = graphnet_run(s, args, True)
+        summary["graphnet_no_default_device"][s.name] = graphnet_run(s, args, False)
+        summary["passnet"][s.name] = passnet_run(s, args)
+        (Path(args.work) / "compare.json").write_text(json.dumps(summary, indent=1) + "\n")
     head = f"{'eager':>8} {'compiled':>8} {'speedup':>8}"
     print(f"{'graph':34} | GraphNet {head} | GraphNet, no default device {head} | passnet {head}")
     for s in args.samples:
         n = s.name
-        print(f"{n[-34:]:34} | {_cells(gn[n])} | {_cells(gn_nd[n])} | {_cells(pn.get(n))}")
+        cells = [_cells(summary[k].get(n)) for k in summary]
+        print(f"{n[-34:]:34} | " + " | ".join(cells))
 
 
 if __name__ == "__main__":

@@ -168,3 +168,55 @@ def test_inductor_options_of_the_right_type_are_taken() -> None:
         COMPILERS.get("inductor-scg").check_config({"cudagraph_calls": "many"})
     with pytest.raises(CompilerConfigError, match="does not take config key cudagraph_calls"):
         COMPILERS.get("inductor").check_config({"cudagraph_calls": 5})  # scg's only
+
+
+@pytest.mark.parametrize("name", ["inductor", "inductor-scg"])
+def test_dynamic_defaults_to_torch_compiles_own(monkeypatch, name) -> None:
+    # dynamic=False breaks graphs at data-dependent sizes that torch.compile's default
+    # captures (GraphNet's GCN on CUDA: 11 graphs instead of one): the default is None.
+    seen: list[dict] = []
+
+    def recording_compile(module, **kwargs):
+        seen.append(kwargs)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    module, inputs = _module()
+    with pytest.raises(RuntimeError, match="recorded"):
+        create_compiler(name).compile(module, inputs)
+    assert seen[0]["dynamic"] is None
+    with pytest.raises(RuntimeError, match="recorded"):
+        create_compiler(name, dynamic=False).compile(module, inputs)
+    assert seen[1]["dynamic"] is False
+
+
+def test_dynamo_options_are_in_force_while_compiling(fresh_inductor_cache) -> None:
+    """``dynamo.KEY`` sets a Dynamo option for the compile: GraphNet's harness compiles with
+    ``capture_dynamic_output_shape_ops`` and ``capture_scalar_outputs`` on (its extractor
+    sets them when imported), which captures GCN's boolean-mask indexing whole."""
+    from passnet.data import dev_samples_dir
+    from passnet.sample import load_sample
+
+    sample = load_sample(dev_samples_dir() / "torchgeometric" / "GCN")
+    module = sample.build_module("cpu")
+    inputs = sample.replay_inputs("cpu", 0)
+    graphnet = {
+        "dynamo.capture_dynamic_output_shape_ops": True,
+        "dynamo.capture_scalar_outputs": True,
+    }
+
+    def graphs(**config) -> int:
+        counters.clear()
+        compiled = create_compiler("inductor", warm=False, **config).compile(module, inputs)
+        with torch.no_grad():  # as compiled: no recompile
+            torch.testing.assert_close(compiled(*inputs), module(*inputs))
+        return counters["stats"]["unique_graphs"]
+
+    assert graphs() == 11  # split at the 5 boolean masks, as torch.compile(model) splits it
+    assert graphs(**graphnet) == 1
+    assert not torch._dynamo.config.capture_dynamic_output_shape_ops  # only while compiling
+    COMPILERS.get("inductor").check_config(graphnet)
+    with pytest.raises(CompilerConfigError, match="capture_scalar_outputs must be a boolean"):
+        COMPILERS.get("inductor").check_config({"dynamo.capture_scalar_outputs": "yes"})
+    with pytest.raises(CompilerConfigError, match="did you mean dynamo.capture_scalar_outputs"):
+        COMPILERS.get("inductor").check_config({"dynamo.capture_scalar_output": True})

@@ -24,7 +24,12 @@ from passnet.compilers._base import (
     json_type_fits,
     register_compiler,
 )
-from passnet.compilers._builtin import compile_warm, inductor_option_types, stop_compile_workers
+from passnet.compilers._builtin import (
+    compile_warm,
+    dynamo_option_types,
+    inductor_option_types,
+    stop_compile_workers,
+)
 from passnet.compilers._cudagraph import (
     GraphedCall,
     PartitionChoices,
@@ -55,6 +60,7 @@ __all__ = [
     "compile_warm",
     "compiler_info",
     "create_compiler",
+    "dynamo_option_types",
     "inductor_option_types",
     "json_type",
     "json_type_fits",

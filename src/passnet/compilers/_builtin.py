@@ -50,11 +50,25 @@ class Eager(Compiler):
         return module
 
 
+DEFAULT_DYNAMIC: bool | None = None
+"""``dynamic`` of the Inductor compilers unless configured: torch.compile's default (static
+sizes first, symbolic ones for a size that changes). Under Dynamo's default options it
+compiles the same programs as ``False``; with ``dynamo.capture_dynamic_output_shape_ops``
+it captures operators whose output size depends on the data (boolean-mask indexing) where
+``False`` still breaks the graph: GraphNet's GCN sample is then one Dynamo graph, not 11."""
+
+DYNAMO_PREFIX = "dynamo."
+"""Config keys ``dynamo.KEY`` are options of ``torch._dynamo.config``, set while compiling."""
+
+
 @register_compiler("inductor")
 class Inductor(Compiler):
     """``torch.compile`` with its defaults (TorchInductor).
 
-    Config: ``dynamic`` (default False), ``warm`` (default True) and ``compile_threads``
+    Config: ``dynamic`` (default None, torch.compile's own: static sizes first, symbolic
+    ones only for a size that changes; see :data:`DEFAULT_DYNAMIC`), ``warm`` (default
+    True), ``compile_threads`` and ``dynamo.KEY`` (an option of ``torch._dynamo.config``,
+    in force while compiling: ``dynamo.capture_scalar_outputs``)
     (default 1, except for max-autotune; ``None``: Inductor's own choice, one per core),
     see :func:`compile_warm`; any other key is an Inductor option (a key of
     ``torch._inductor.config``, nested ones dotted: ``triton.cudagraphs``), checked against
@@ -68,13 +82,15 @@ class Inductor(Compiler):
         "warm": ("boolean",),
         "compile_threads": ("integer", "null"),
     }
-    """passnet's own keys; every other key is an Inductor option."""
+    """passnet's own keys; ``dynamo.KEY`` is a Dynamo option, every other key an Inductor
+    option."""
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:
         """passnet's keys by their declared types (``compile_threads`` positive), every other
         key as an Inductor option: one of ``torch._inductor.config`` with a value of its
-        type (:func:`inductor_option_types`). Unknown options and ill-typed values fail here,
+        type (:func:`inductor_option_types`), or, named ``dynamo.KEY``, of
+        ``torch._dynamo.config`` (:func:`dynamo_option_types`). Unknown options and ill-typed values fail here,
         before anything runs, not as a compile error of every graph."""
         super().check_config(config)
         threads = config.get("compile_threads")
@@ -85,7 +101,7 @@ class Inductor(Compiler):
                 compiler=cls.name,
                 field="compile_threads",
             )
-        known = inductor_option_types()
+        known = {**inductor_option_types(), **dynamo_option_types()}
         for key, value in config.items():
             if key in cls.config_types:
                 continue
@@ -94,8 +110,9 @@ class Inductor(Compiler):
                 maybe = f"; did you mean {' or '.join(close)}?" if close else ""
                 raise CompilerConfigError(
                     f"compiler {cls.name!r} does not take config key {key}: it is neither "
-                    f"one of passnet's ({', '.join(cls.config_types)}) nor an Inductor option "
-                    f"(torch._inductor.config){maybe}",
+                    f"one of passnet's ({', '.join(cls.config_types)}), an Inductor option "
+                    f"(torch._inductor.config) nor a Dynamo option ({DYNAMO_PREFIX}KEY, "
+                    f"torch._dynamo.config){maybe}",
                     compiler=cls.name,
                     field=key,
                 )
@@ -103,10 +120,10 @@ class Inductor(Compiler):
                 check_config_type(cls.name, key, value, known[key])
 
     def compile(self, module: torch.nn.Module, example_inputs: list[Any]) -> Callable[..., Any]:
-        options = {k: v for k, v in self.config.items() if k not in self.config_types}
+        options, dynamo = self._options()
         kwargs: dict[str, Any] = {
             "backend": "inductor",
-            "dynamic": self.config.get("dynamic", False),
+            "dynamic": self.config.get("dynamic", DEFAULT_DYNAMIC),
         }
         if self.mode and options:
             # torch.compile takes a mode or options, not both: the mode's options, then
@@ -124,8 +141,19 @@ class Inductor(Compiler):
             # prepared: the first compile here already loads the program from the caches
             warm=self.config.get("warm", True) and not self.cache_prepared,
             compile_threads=self.config.get("compile_threads", self.default_compile_threads),
+            dynamo_options=dynamo,
             **kwargs,
         )
+
+    def _options(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The configured Inductor options and Dynamo options (without their prefix)."""
+        options, dynamo = {}, {}
+        for key, value in self.config.items():
+            if key.startswith(DYNAMO_PREFIX):
+                dynamo[key.removeprefix(DYNAMO_PREFIX)] = value
+            elif key not in self.config_types:
+                options[key] = value
+        return options, dynamo
 
 
 def compile_warm(
@@ -134,6 +162,7 @@ def compile_warm(
     *,
     warm: bool = True,
     compile_threads: int | None = 1,
+    dynamo_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Callable[..., Any]:
     """``torch.compile(module, **kwargs)``, compiled now; with ``warm``, compiled a second time.
@@ -157,6 +186,10 @@ def compile_warm(
     end. On an H100 machine with 16 cores that cost about 9 s per evaluation with warm
     caches (``benchmarks/bench_startup.py``). A pool pays only for cold compiles of
     graphs with many kernels; ``None`` leaves the number to Inductor (one per core).
+
+    ``dynamo_options`` are options of ``torch._dynamo.config`` in force while compiling
+    (Dynamo traces on the first call, which is made here); a later recompile, if a guard
+    fails, traces under the process's own options.
     """
     if compile_threads is not None and (
         isinstance(compile_threads, bool)
@@ -177,7 +210,8 @@ def compile_warm(
         hits_before = _fx_cache_hits()
         compiled = torch.compile(module, **kwargs)
         with torch.no_grad(), inductor_config.patch(patch):
-            compiled(*example_inputs)
+            with torch._dynamo.config.patch(dynamo_options or {}):
+                compiled(*example_inputs)
         if attempt == 1 and _fx_cache_hits() == hits_before:
             log.warning(
                 "warm compile: Inductor's FX graph cache did not hit on the second compile "
@@ -195,9 +229,22 @@ def inductor_option_types() -> dict[str, tuple[str, ...] | None]:
     None where neither tells (a default of None with a Python-object type)."""
     import torch._inductor.config as inductor_config
 
-    entries = getattr(inductor_config, "_config", {})  # declared types, where torch keeps them
+    return _option_types(inductor_config)
+
+
+@functools.cache
+def dynamo_option_types() -> dict[str, tuple[str, ...] | None]:
+    """Every option of ``torch._dynamo.config`` as a config key (``dynamo.KEY``) and the
+    JSON types its value may have, as :func:`inductor_option_types` gives Inductor's."""
+    import torch._dynamo.config as dynamo_config
+
+    return {DYNAMO_PREFIX + k: v for k, v in _option_types(dynamo_config).items()}
+
+
+def _option_types(config_module: Any) -> dict[str, tuple[str, ...] | None]:
+    entries = getattr(config_module, "_config", {})  # declared types, where torch keeps them
     out: dict[str, tuple[str, ...] | None] = {}
-    for key, default in inductor_config.get_config_copy().items():
+    for key, default in config_module.get_config_copy().items():
         declared = getattr(entries.get(key), "value_type", None)
         kinds = _json_types_of_type(declared)
         if kinds == ("null",):  # an option declared by a bare None default: type unknown
@@ -296,7 +343,7 @@ class InductorSelectiveCudaGraphs(Inductor):
         self._decisions: list[CudaGraphDecision] = []
         self._graphs = 0
         calls = int(self.config.get("cudagraph_calls", 20))
-        options = {k: v for k, v in self.config.items() if k not in self.config_types}
+        options, dynamo = self._options()
 
         def backend(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
             from torch._inductor import compile as inductor_compile
@@ -330,7 +377,8 @@ class InductorSelectiveCudaGraphs(Inductor):
             warm=False,
             compile_threads=self.config.get("compile_threads", self.default_compile_threads),
             backend=backend,
-            dynamic=self.config.get("dynamic", False),
+            dynamic=self.config.get("dynamic", DEFAULT_DYNAMIC),
+            dynamo_options=dynamo,
         )
 
     def cudagraph_decisions(self) -> list[CudaGraphDecision]:
