@@ -1,28 +1,21 @@
 """Why two harnesses time one compiled graph differently: the ways a call can reach it.
 
-For each sample, the same Inductor program is reached several ways and timed the same way
-(CUDA, warm-up then ``--trials`` calls, host clock around each synchronized call; the
-median in ms). The variants differ in one thing each from GraphNet's ``test_compiler``
+For each sample, the same graph is compiled several ways, each once and side by side in
+one process. Each differs in one thing from GraphNet's ``test_compiler``
 (``torch.compile(model)`` with the weights and inputs as keyword arguments, grad mode on,
-``torch.set_default_device`` set) towards passnet's harness (``compile_warm`` with
-``dynamic=False``, positional arguments, module state marked, timed under
-``torch.no_grad()``):
+``torch.set_default_device`` set, and the Dynamo options its import sets) towards
+passnet's harness (passnet's ``inductor``: positional arguments, module state marked,
+timed under ``torch.no_grad()``). Then all are timed in R interleaved rounds. Each round
+times every variant once: warm-up, then ``--trials`` calls, the host clock around each
+synchronized call. Drift of the machine then moves every variant alike. Each cell is the
+median of the R round medians, with their range::
 
-    PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... [--trials 100]
-
-Prints one table (variant × sample) and, with ``--json FILE``, writes the figures.
-
-With ``--rounds R``, the main variants (eager, GraphNet's call without the default device,
-the same under ``no_grad``, ``dynamic=False`` with positional arguments, passnet's
-compiler) are compiled once each, side by side in one process, and then timed in R
-interleaved rounds (each round times every variant once, ``--trials`` calls each): drift
-of the machine then moves every variant alike, and each cell is the median of the R
-round medians, with their range::
-
-    PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... --rounds 9
+    PYTHONPATH=src python3 benchmarks/compiled_call_variants.py SAMPLE... [--rounds 5] \
+        [--profile N] [--graphnet GRAPHNET_CHECKOUT] [--json FILE]
 
 ``--profile N`` then profiles N calls of each variant: the CUDA kernels one call launches
-(count and time) and the host events that take most of its time.
+(count and time) and the host events that take most of its time. ``--graphnet`` adds
+GraphNet's own model and inputs, built by its ``test_compiler``'s functions.
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -76,77 +69,6 @@ def _default_device(device: str | None) -> Iterator[None]:
         torch.set_default_device(None)
 
 
-def _variants(sample_path: Path, device: str, warmup: int, trials: int) -> dict[str, float | str]:
-    sample = load_sample(sample_path)
-    module = sample.build_module(device)
-    inputs = sample.replay_inputs(device, 0)
-    names = sample.param_names
-    kwargs = dict(zip(names, inputs))
-    out: dict[str, float | str] = {}
-
-    def timed(name: str, make: Callable[[], Callable[[], Any]], *, no_grad: bool) -> None:
-        torch._dynamo.reset()
-        try:
-            call = make()
-            ctx = torch.no_grad() if no_grad else contextlib.nullcontext()
-            with ctx:
-                call()  # compiles (first call) outside the timing
-                out[name] = _median_ms(call, warmup, trials)
-        except Exception as exc:  # noqa: BLE001 - a variant that fails is a finding
-            out[name] = f"{type(exc).__name__}: {exc}"[:80]
-
-    with torch.no_grad():
-        out["eager (no_grad)"] = _median_ms(lambda: module(*inputs), warmup, trials)
-    out["eager (grad)"] = _median_ms(lambda: module(*inputs), warmup, trials)
-    with _default_device(device):
-        out["eager (grad, default device)"] = _median_ms(lambda: module(**kwargs), warmup, trials)
-
-    def graphnet(dynamic: bool | None) -> Callable[[], Callable[[], Any]]:
-        def make() -> Callable[[], Any]:
-            compiled = torch.compile(module, backend="inductor", dynamic=dynamic)
-            return lambda: compiled(**kwargs)
-
-        return make
-
-    with _default_device(device):
-        timed(
-            "graphnet: compile(model), kwargs, grad, default device", graphnet(None), no_grad=False
-        )
-    timed("compile(model), kwargs, grad", graphnet(None), no_grad=False)
-    timed("compile(model), kwargs, no_grad", graphnet(None), no_grad=True)
-    timed("compile(model, dynamic=False), kwargs, no_grad", graphnet(False), no_grad=True)
-
-    def positional() -> Callable[[], Any]:
-        compiled = torch.compile(module, backend="inductor", dynamic=False)
-        return lambda: compiled(*inputs)
-
-    timed("compile(model, dynamic=False), positional, no_grad", positional, no_grad=True)
-
-    def compiled_in_grad() -> Callable[[], Any]:
-        # compiled (and called once) in grad mode, then timed under no_grad: a recompile
-        compiled = torch.compile(module, backend="inductor", dynamic=False)
-        compiled(*inputs)
-        return lambda: compiled(*inputs)
-
-    timed("compiled in grad mode, timed under no_grad", compiled_in_grad, no_grad=True)
-
-    def passnet(marked: bool, warm: bool) -> Callable[[], Callable[[], Any]]:
-        def make() -> Callable[[], Any]:
-            example = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            if marked:
-                mark_module_state(example, sample.module_state_positions)
-            compiler = create_compiler("inductor", warm=warm)
-            compiled = compiler.compile(module, example)
-            return lambda: compiled(*inputs)
-
-        return make
-
-    timed("passnet compiler (warm, marked), no_grad", passnet(True, True), no_grad=True)
-    timed("passnet compiler (warm, marked), grad", passnet(True, True), no_grad=False)
-    timed("passnet compiler (cold, unmarked), no_grad", passnet(False, False), no_grad=True)
-    return out
-
-
 def _graphnet_side(checkout: str, sample_path: Path, device: str) -> tuple[Any, dict[str, Any]]:
     """GraphNet's model and inputs for ``sample_path``, built by its ``test_compiler``'s own
     functions (seed 123, as it sets), from the checkout ``checkout``."""
@@ -170,6 +92,22 @@ def _graphnet_side(checkout: str, sample_path: Path, device: str) -> tuple[Any, 
     return gn.get_model(args), gn.get_input_dict(args)
 
 
+class Variant(NamedTuple):
+    call: Callable[[], Any]
+    no_grad: bool
+    default_device: bool = False
+
+
+def _context(variant: Variant, device: str) -> contextlib.ExitStack:
+    """The modes a variant is compiled and called under."""
+    stack = contextlib.ExitStack()
+    if variant.no_grad:
+        stack.enter_context(torch.no_grad())
+    if variant.default_device:
+        stack.enter_context(_default_device(device))
+    return stack
+
+
 def _interleaved(
     sample_path: Path,
     device: str,
@@ -179,7 +117,7 @@ def _interleaved(
     graphnet: str | None = None,
     profile: int = 0,
 ) -> dict[str, dict[str, Any] | str]:
-    """The main variants compiled once each, then timed in ``rounds`` interleaved rounds."""
+    """The variants compiled once each, then timed in ``rounds`` interleaved rounds."""
     # one Dynamo cache entry per variant and frame, all kept (the default limit is 8)
     torch._dynamo.config.cache_size_limit = 64
     if hasattr(torch._dynamo.config, "recompile_limit"):
@@ -194,35 +132,44 @@ def _interleaved(
     compiled = torch.compile(module, backend="inductor")
     static = torch.compile(module, backend="inductor", dynamic=False)
     ours = create_compiler("inductor").compile(module, example)
-    # the Dynamo options GraphNet's harness runs under (set by importing its extractor)
+    unmarked = create_compiler("inductor").compile(module, inputs)
+    # the Dynamo options GraphNet's harness runs under (set by importing its extractor),
+    # traced now (first calls) under those options, with and without the default device
     with torch._dynamo.config.patch(GRAPHNET_DYNAMO):
         captured = torch.compile(module, backend="inductor")
-        captured(**kwargs)  # traced now, under the options
+        captured(**kwargs)
         with torch.no_grad():
             captured(**kwargs)
+        published = torch.compile(module, backend="inductor")
+        with _default_device(device):
+            published(**kwargs)
     ours_captured = create_compiler(
         "inductor", **{f"dynamo.{k}": v for k, v in GRAPHNET_DYNAMO.items()}
     ).compile(module, example)
-    calls: dict[str, tuple[Callable[[], Any], bool]] = {
-        "eager, no_grad": (lambda: module(*inputs), True),
-        "eager, grad": (lambda: module(*inputs), False),
-        "compile(model), kwargs, grad": (lambda: compiled(**kwargs), False),
-        "compile(model), kwargs, no_grad": (lambda: compiled(**kwargs), True),
-        "compile(model), positional, no_grad": (lambda: compiled(*inputs), True),
-        "compile(model, dynamic=False), kwargs, no_grad": (lambda: static(**kwargs), True),
-        "compile(model, dynamic=False), positional, no_grad": (lambda: static(*inputs), True),
-        "passnet compiler (warm, marked), no_grad": (lambda: ours(*inputs), True),
-        "graphnet: compile(model) under its dynamo options, kwargs, grad": (
-            lambda: captured(**kwargs),
-            False,
+    calls: dict[str, Variant] = {
+        "eager, no_grad": Variant(lambda: module(*inputs), True),
+        "eager, grad": Variant(lambda: module(*inputs), False),
+        "eager, grad, default device": Variant(lambda: module(**kwargs), False, True),
+        "compile(model), kwargs, grad": Variant(lambda: compiled(**kwargs), False),
+        "compile(model), kwargs, no_grad": Variant(lambda: compiled(**kwargs), True),
+        "compile(model), positional, no_grad": Variant(lambda: compiled(*inputs), True),
+        "compile(model, dynamic=False), kwargs, no_grad": Variant(lambda: static(**kwargs), True),
+        "compile(model, dynamic=False), positional, no_grad": Variant(
+            lambda: static(*inputs), True
         ),
-        "graphnet's dynamo options: compile(model), kwargs, no_grad": (
-            lambda: captured(**kwargs),
-            True,
+        "passnet compiler (warm, marked), no_grad": Variant(lambda: ours(*inputs), True),
+        "passnet compiler (warm, unmarked), no_grad": Variant(lambda: unmarked(*inputs), True),
+        "graphnet as published: its dynamo options, kwargs, grad, default device": Variant(
+            lambda: published(**kwargs), False, True
         ),
-        "passnet compiler, graphnet's dynamo options, no_grad": (
-            lambda: ours_captured(*inputs),
-            True,
+        "graphnet: compile(model) under its dynamo options, kwargs, grad": Variant(
+            lambda: captured(**kwargs), False
+        ),
+        "graphnet's dynamo options: compile(model), kwargs, no_grad": Variant(
+            lambda: captured(**kwargs), True
+        ),
+        "passnet compiler, graphnet's dynamo options, no_grad": Variant(
+            lambda: ours_captured(*inputs), True
         ),
     }
     if graphnet is not None:
@@ -232,28 +179,28 @@ def _interleaved(
         gn_compiled = torch.compile(gn_model, backend="inductor")
         with torch._dynamo.config.patch(GRAPHNET_DYNAMO):  # as in GraphNet's process
             gn_compiled(**gn_inputs)
-        calls["graphnet model and inputs: eager, grad"] = (lambda: gn_model(**gn_inputs), False)
-        calls["graphnet model and inputs: compile(model), kwargs, grad"] = (
-            lambda: gn_compiled(**gn_inputs),
-            False,
+        calls["graphnet model and inputs: eager, grad"] = Variant(
+            lambda: gn_model(**gn_inputs), False
         )
-        calls["passnet model, graphnet inputs: compile(model), kwargs, grad"] = (
-            lambda: compiled(**gn_inputs),
-            False,
+        calls["graphnet model and inputs: compile(model), kwargs, grad"] = Variant(
+            lambda: gn_compiled(**gn_inputs), False
+        )
+        calls["passnet model, graphnet inputs: compile(model), kwargs, grad"] = Variant(
+            lambda: compiled(**gn_inputs), False
         )
     medians: dict[str, list[float]] = {name: [] for name in calls}
     failed: dict[str, str] = {}
-    for name, (call, no_grad) in calls.items():  # compiles, outside every round
+    for name, variant in calls.items():  # compiles what is left, outside every round
         try:
-            with torch.no_grad() if no_grad else contextlib.nullcontext():
-                call()
+            with _context(variant, device):
+                variant.call()
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a finding
             failed[name] = f"{type(exc).__name__}: {exc}"[:80]
     for _ in range(rounds):
-        for name, (call, no_grad) in calls.items():
+        for name, variant in calls.items():
             if name not in failed:
-                with torch.no_grad() if no_grad else contextlib.nullcontext():
-                    medians[name].append(_median_ms(call, warmup, trials))
+                with _context(variant, device):
+                    medians[name].append(_median_ms(variant.call, warmup, trials))
     out: dict[str, dict[str, Any] | str] = dict(failed)
     for name, values in medians.items():
         if values:
@@ -263,9 +210,8 @@ def _interleaved(
                 "max_ms": max(values),
             }
             if profile:
-                call, no_grad = calls[name]
-                with torch.no_grad() if no_grad else contextlib.nullcontext():
-                    out[name]["profile"] = _profile(call, profile)
+                with _context(calls[name], device):
+                    out[name]["profile"] = _profile(calls[name].call, profile)
     return out
 
 
@@ -300,7 +246,7 @@ def _profile(call: Callable[[], Any], calls: int) -> dict[str, Any]:
     }
 
 
-def _print_interleaved(results: dict[str, dict[str, dict[str, Any] | str]]) -> None:
+def _print(results: dict[str, dict[str, dict[str, Any] | str]]) -> None:
     names = list(next(iter(results.values())))
     width = max(len(n) for n in names)
     for sample, res in results.items():
@@ -336,44 +282,32 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--warmup", type=int, default=25)
     parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds (see above)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (see above)")
     parser.add_argument(
         "--graphnet",
         default=None,
-        help="with --rounds: a GraphNet checkout; adds its own model and inputs as variants",
+        help="a GraphNet checkout; adds its own model and inputs as variants",
     )
     parser.add_argument(
         "--profile",
         type=int,
         default=0,
         metavar="N",
-        help="with --rounds: profile N calls of each variant (kernels, host time per call)",
+        help="profile N calls of each variant (kernels, host time per call)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    if args.rounds > 0:
-        interleaved = {
-            str(s): _interleaved(
-                s, args.device, args.warmup, args.trials, args.rounds, args.graphnet, args.profile
-            )
-            for s in args.samples
-        }
-        if args.json:
-            args.json.write_text(json.dumps(interleaved, indent=1) + "\n")
-        _print_interleaved(interleaved)
-        return
-    results = {str(s): _variants(s, args.device, args.warmup, args.trials) for s in args.samples}
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    results = {
+        str(s): _interleaved(
+            s, args.device, args.warmup, args.trials, args.rounds, args.graphnet, args.profile
+        )
+        for s in args.samples
+    }
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
-    names = list(next(iter(results.values())))
-    width = max(len(n) for n in names)
-    print(f"{'variant':<{width}} " + " ".join(f"{Path(s).name[:14]:>14}" for s in results))
-    for name in names:
-        cells = []
-        for res in results.values():
-            v = res.get(name)
-            cells.append(f"{v:14.3f}" if isinstance(v, float) else f"{str(v)[:14]:>14}")
-        print(f"{name:<{width}} " + " ".join(cells))
+    _print(results)
 
 
 if __name__ == "__main__":
