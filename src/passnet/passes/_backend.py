@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import torch
 
 from passnet.compilers import Compiler, GraphedCall, compile_warm, select_cudagraph
+from passnet.compilers._builtin import DEFAULT_DYNAMIC
 from passnet.errors import CompileError, CompilerConfigError, PassError
 from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
@@ -143,7 +144,7 @@ class _PassCompiler(Compiler):
             )
             # Compiled as the plain inductor compiler does (fresh Dynamo state, warm).
             compiled = compile_warm(
-                result.graph_module, example_inputs, backend="inductor", dynamic=False
+                result.graph_module, example_inputs, backend="inductor", dynamic=DEFAULT_DYNAMIC
             )
         # Run once now, guarded: Triton kernels (and Inductor) compile here, so their
         # failures surface in the compile stage, and a replacement that computes with
