@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from passnet.cli._eval import parse_config
+from passnet.cli import parse_config
 from passnet.evaluate import EvalSettings
 from passnet.runner import plan_items, read_records, run_evaluations
 

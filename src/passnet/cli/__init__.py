@@ -18,10 +18,11 @@ import threading
 from collections.abc import Sequence
 
 from passnet.cli import _agent, _dataset, _eval, _library, _score, _task
+from passnet.cli._eval import parse_config
 from passnet.cli._output import make_console, print_error
 from passnet.errors import PassnetError
 
-__all__ = ["EXIT_CODES", "build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main", "parse_config"]
 
 TOP_EXAMPLES = """\
 examples:

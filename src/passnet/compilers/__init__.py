@@ -25,6 +25,7 @@ from passnet.compilers._base import (
     register_compiler,
 )
 from passnet.compilers._builtin import (
+    DEFAULT_DYNAMIC,
     compile_warm,
     dynamo_option_types,
     inductor_option_types,
@@ -44,6 +45,7 @@ from passnet.compilers._cudagraph import (
 from passnet.compilers._info import CompilerInfo, compiler_info, is_code_spec
 
 __all__ = [
+    "DEFAULT_DYNAMIC",
     "COMPILERS",
     "JSON_TYPES",
     "GraphedCall",

@@ -27,8 +27,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from passnet.compilers import Compiler, GraphedCall, compile_warm, select_cudagraph
-from passnet.compilers._builtin import DEFAULT_DYNAMIC
+from passnet.compilers import (
+    DEFAULT_DYNAMIC,
+    Compiler,
+    GraphedCall,
+    compile_warm,
+    select_cudagraph,
+)
 from passnet.errors import CompileError, CompilerConfigError, PassError
 from passnet.passes._launch import accelerate_rules
 from passnet.passes._manager import PassManager
