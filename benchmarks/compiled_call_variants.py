@@ -31,12 +31,12 @@ from typing import Any, NamedTuple
 
 import torch
 
-from passnet.compilers import create_compiler, mark_module_state
+from passnet.compilers import (
+    GRAPHNET_DYNAMO_OPTIONS,
+    create_compiler,
+    mark_module_state,
+)
 from passnet.sample import load_sample
-
-GRAPHNET_DYNAMO = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
-"""Two of the Dynamo options GraphNet's ``graph_net.torch.extractor`` sets when imported
-(also ``capture_sparse_compute``, ``allow_rnn``, ``raise_on_ctx_manager_usage=False``)."""
 
 
 def _sync() -> None:
@@ -81,8 +81,8 @@ def _graphnet_side(checkout: str, sample_path: Path, device: str) -> tuple[Any, 
     options = torch._dynamo.config.get_config_copy()
     from graph_net_bench.torch import test_compiler as gn
 
-    # importing it sets Dynamo options for the process (GRAPHNET_DYNAMO): undone, so that
-    # only the variants named for them run under them
+    # importing it sets Dynamo options for the process (GRAPHNET_DYNAMO_OPTIONS): undone,
+    # so that only the variants named for them run under them
     torch._dynamo.config.load_config(options)
 
     random.seed(123)
@@ -135,7 +135,7 @@ def _interleaved(
     unmarked = create_compiler("inductor").compile(module, inputs)
     # the Dynamo options GraphNet's harness runs under (set by importing its extractor),
     # traced now (first calls) under those options, with and without the default device
-    with torch._dynamo.config.patch(GRAPHNET_DYNAMO):
+    with torch._dynamo.config.patch(GRAPHNET_DYNAMO_OPTIONS):
         captured = torch.compile(module, backend="inductor")
         captured(**kwargs)
         with torch.no_grad():
@@ -144,7 +144,7 @@ def _interleaved(
         with _default_device(device):
             published(**kwargs)
     ours_captured = create_compiler(
-        "inductor", **{f"dynamo.{k}": v for k, v in GRAPHNET_DYNAMO.items()}
+        "inductor", **{f"dynamo.{k}": v for k, v in GRAPHNET_DYNAMO_OPTIONS.items()}
     ).compile(module, example)
     calls: dict[str, Variant] = {
         "eager, no_grad": Variant(lambda: module(*inputs), True),
@@ -177,7 +177,7 @@ def _interleaved(
         # on GraphNet's inputs: what differs between the two harnesses' processes
         gn_model, gn_inputs = _graphnet_side(graphnet, sample_path, device)
         gn_compiled = torch.compile(gn_model, backend="inductor")
-        with torch._dynamo.config.patch(GRAPHNET_DYNAMO):  # as in GraphNet's process
+        with torch._dynamo.config.patch(GRAPHNET_DYNAMO_OPTIONS):  # as in GraphNet's process
             gn_compiled(**gn_inputs)
         calls["graphnet model and inputs: eager, grad"] = Variant(
             lambda: gn_model(**gn_inputs), False

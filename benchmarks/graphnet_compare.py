@@ -34,6 +34,7 @@ from pathlib import Path
 from rich.console import Console
 
 from passnet.cli import parse_config
+from passnet.compilers import COMPILERS
 from passnet.evaluate import EvalSettings
 from passnet.runner import plan_items, read_records, run_evaluations
 
@@ -79,7 +80,7 @@ def passnet_run(sample: Path, args: argparse.Namespace) -> dict:
         run_evaluations(
             plan_items([str(sample)]),
             compiler=args.compiler,
-            compiler_config=parse_config(args.config),
+            compiler_config=args.compiler_config,
             device=args.device,
             settings=EvalSettings(warmup=args.warmup, trials=args.trials),
             out_dir=out,
@@ -124,6 +125,9 @@ def main() -> None:
         help="skip GraphNet's harness as published (with torch.set_default_device)",
     )
     args = parser.parse_args()
+    # a mistake in the config stops the command before GraphNet's harness runs
+    args.compiler_config = parse_config(args.config)
+    COMPILERS.get(args.compiler).check_config(args.compiler_config)
 
     # sample by sample, the harnesses one after the other: a row is one stretch of one
     # machine, and a call that ends early keeps its finished rows (compare.json)

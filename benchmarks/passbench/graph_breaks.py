@@ -27,9 +27,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-GRAPHNET_DYNAMO = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
-"""Two of the Dynamo options GraphNet's ``graph_net.torch.extractor`` sets when imported."""
-
 
 def _explain(module: Any, inputs: list[Any], options: dict[str, Any]) -> dict[str, Any]:
     import logging
@@ -56,6 +53,7 @@ def _reason(text: str) -> str:
 
 def trace(graph: str) -> dict[str, Any]:
     """One graph's Dynamo graphs and breaks, under both sets of options."""
+    from passnet.compilers import GRAPHNET_DYNAMO_OPTIONS
     from passnet.sample import load_sample
 
     out: dict[str, Any] = {"graph": graph}
@@ -65,7 +63,7 @@ def trace(graph: str) -> dict[str, Any]:
         inputs = sample.replay_inputs("cpu", 0)
         out["graph_hash"] = sample.graph_hash
         out["default"] = _explain(module, inputs, {})
-        out["graphnet"] = _explain(module, inputs, GRAPHNET_DYNAMO)
+        out["graphnet"] = _explain(module, inputs, dict(GRAPHNET_DYNAMO_OPTIONS))
     except Exception as exc:  # noqa: BLE001 - a graph that cannot be traced here is a finding
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     return out

@@ -6,7 +6,13 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from passnet.compilers import COMPILERS, compile_warm, create_compiler, inductor_option_types
+from passnet.compilers import (
+    COMPILERS,
+    GRAPHNET_DYNAMO_OPTIONS,
+    compile_warm,
+    create_compiler,
+    inductor_option_types,
+)
 from passnet.errors import CompilerConfigError
 
 
@@ -172,8 +178,8 @@ def test_inductor_options_of_the_right_type_are_taken() -> None:
 
 @pytest.mark.parametrize("name", ["inductor", "inductor-scg"])
 def test_dynamic_defaults_to_torch_compiles_own(monkeypatch, name) -> None:
-    # dynamic=False breaks graphs at data-dependent sizes that torch.compile's default
-    # captures (GraphNet's GCN on CUDA: 11 graphs instead of one): the default is None.
+    # torch.compile's default; under options that capture data-dependent sizes, False
+    # still breaks the graph there (GraphNet's GCN on torch 2.11: 11 graphs, not one).
     seen: list[dict] = []
 
     def recording_compile(module, **kwargs):
@@ -200,10 +206,7 @@ def test_dynamo_options_are_in_force_while_compiling(fresh_inductor_cache) -> No
     sample = load_sample(dev_samples_dir() / "torchgeometric" / "GCN")
     module = sample.build_module("cpu")
     inputs = sample.replay_inputs("cpu", 0)
-    graphnet = {
-        "dynamo.capture_dynamic_output_shape_ops": True,
-        "dynamo.capture_scalar_outputs": True,
-    }
+    graphnet = {f"dynamo.{k}": v for k, v in GRAPHNET_DYNAMO_OPTIONS.items()}
 
     def graphs(**config) -> int:
         counters.clear()

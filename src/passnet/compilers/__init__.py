@@ -26,6 +26,7 @@ from passnet.compilers._base import (
 )
 from passnet.compilers._builtin import (
     DEFAULT_DYNAMIC,
+    GRAPHNET_DYNAMO_OPTIONS,
     compile_warm,
     dynamo_option_types,
     inductor_option_types,
@@ -46,6 +47,7 @@ from passnet.compilers._info import CompilerInfo, compiler_info, is_code_spec
 
 __all__ = [
     "DEFAULT_DYNAMIC",
+    "GRAPHNET_DYNAMO_OPTIONS",
     "COMPILERS",
     "JSON_TYPES",
     "GraphedCall",

@@ -60,6 +60,15 @@ it captures operators whose output size depends on the data (boolean-mask indexi
 DYNAMO_PREFIX = "dynamo."
 """Config keys ``dynamo.KEY`` are options of ``torch._dynamo.config``, set while compiling."""
 
+GRAPHNET_DYNAMO_OPTIONS: Mapping[str, Any] = {
+    "capture_dynamic_output_shape_ops": True,
+    "capture_scalar_outputs": True,
+}
+"""The Dynamo options of GraphNet's harness that change what is captured: importing its
+``graph_net.torch`` turns them on for the whole process (with ``capture_sparse_compute``,
+``allow_rnn`` and ``raise_on_ctx_manager_usage=False``). As passnet config keys, each
+prefixed with :data:`DYNAMO_PREFIX`, they compile a graph as GraphNet's harness does."""
+
 
 @register_compiler("inductor")
 class Inductor(Compiler):
@@ -67,10 +76,10 @@ class Inductor(Compiler):
 
     Config: ``dynamic`` (default None, torch.compile's own: static sizes first, symbolic
     ones only for a size that changes; see :data:`DEFAULT_DYNAMIC`), ``warm`` (default
-    True), ``compile_threads`` and ``dynamo.KEY`` (an option of ``torch._dynamo.config``,
-    in force while compiling: ``dynamo.capture_scalar_outputs``)
-    (default 1, except for max-autotune; ``None``: Inductor's own choice, one per core),
-    see :func:`compile_warm`; any other key is an Inductor option (a key of
+    True) and ``compile_threads`` (default 1, except for max-autotune; ``None``: Inductor's
+    own choice, one per core), see :func:`compile_warm`; ``dynamo.KEY`` is an option of
+    ``torch._dynamo.config`` in force while compiling (``dynamo.capture_scalar_outputs``);
+    any other key is an Inductor option (a key of
     ``torch._inductor.config``, nested ones dotted: ``triton.cudagraphs``), checked against
     Inductor's options and their types before anything runs (:meth:`check_config`).
     """
@@ -90,8 +99,9 @@ class Inductor(Compiler):
         """passnet's keys by their declared types (``compile_threads`` positive), every other
         key as an Inductor option: one of ``torch._inductor.config`` with a value of its
         type (:func:`inductor_option_types`), or, named ``dynamo.KEY``, of
-        ``torch._dynamo.config`` (:func:`dynamo_option_types`). Unknown options and ill-typed values fail here,
-        before anything runs, not as a compile error of every graph."""
+        ``torch._dynamo.config`` (:func:`dynamo_option_types`). Unknown options and
+        ill-typed values fail here, before anything runs, not as a compile error of every
+        graph."""
         super().check_config(config)
         threads = config.get("compile_threads")
         if isinstance(threads, int) and threads < 1:
@@ -209,9 +219,9 @@ def compile_warm(
         torch._dynamo.reset()
         hits_before = _fx_cache_hits()
         compiled = torch.compile(module, **kwargs)
-        with torch.no_grad(), inductor_config.patch(patch):
-            with torch._dynamo.config.patch(dynamo_options or {}):
-                compiled(*example_inputs)
+        dynamo = torch._dynamo.config.patch(dynamo_options or {})
+        with torch.no_grad(), inductor_config.patch(patch), dynamo:
+            compiled(*example_inputs)
         if attempt == 1 and _fx_cache_hits() == hits_before:
             log.warning(
                 "warm compile: Inductor's FX graph cache did not hit on the second compile "
