@@ -85,10 +85,12 @@ def test_a_spread_that_persists_is_flagged_unstable_after_a_retry_not_failed(
     assert rec.status is Status.OK  # a timing flag, never a correctness failure
     assert rec.compiled is not None
     assert rec.compiled.unstable
-    # the retry measures the whole series again with twice the trials; the spread it
-    # keeps is the compiler's own, so there is no second one (of the 2 allowed)
-    assert fast.max_retries == 2 and rec.compiled.retries == 1
-    assert rec.compiled.e2e.n == fast.trials * 2
+    # each retry measures the whole series again with twice the trials. The spread is
+    # the compiler's own, so a retry keeps it and measuring stops there: after the first
+    # retry, or after the second when load on the machine widened the first series more
+    # (a passing disturbance is measured again; the exact rule is tested in test_timing)
+    assert fast.max_retries == 2 and 1 <= rec.compiled.retries <= fast.max_retries
+    assert rec.compiled.e2e.n == fast.trials * 2**rec.compiled.retries
     assert "the graph's own spread" in rec.compiled.stop
     assert rec.compiled.e2e.relative_iqr > fast.unstable_threshold
     assert rec.eager is not None and rec.eager.retries == rec.compiled.retries
