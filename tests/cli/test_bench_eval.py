@@ -4,6 +4,7 @@ shipped samples, evaluated, resumed, tabulated and reported; usage errors before
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,51 @@ def test_a_split_on_the_gpu_with_the_speed_options(
     eager, inductor = json.loads(table.read_text())["runs"]
     assert eager["subgraph_correctness_ratio"] == 1.0
     assert inductor["n_subgraphs"] == 3 and inductor["n_tasks"] == 2
+
+
+def test_a_sample_of_tasks_grows_and_is_tabulated_with_intervals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    split = tmp_path / "eval-fusible"
+    for name, family in (("a", "timm"), ("b", "timm"), ("c", "nemo"), ("d", "nemo")):
+        write_task(
+            split / name,
+            [TaskGraph("graphs/float32/0/mlp", MLP)],
+            name=f"task-{name}",
+            metadata={"family": family},
+        )
+    out = tmp_path / "out"
+    argv = ["bench", "eval", str(split), "--compiler", "eager", *QUICK, "--out", str(out)]
+    assert main([*argv, "--tasks", "2"]) == 0
+    assert "a sample of 2 of its 4 tasks, 2 graphs" in capsys.readouterr().out
+    index = read_bench_index(out)
+    assert index is not None and (index.sampled_from, len(index.tasks)) == (4, 2)
+    # one task of each family, the same whichever compiler evaluates the sample
+    first = {t.folder for t in index.tasks}
+    assert len(first) == 2 and len({f[0] in "ab" for f in first}) == 2
+    # a larger sample resumes into the folder; a smaller one is refused before any work
+    assert main([*argv, "--tasks", "3"]) == 0
+    assert "1 new, 2 resumed" in capsys.readouterr().out
+    grown = read_bench_index(out)
+    assert grown is not None and first < {t.folder for t in grown.tasks}
+    before = (out / "results.jsonl").read_bytes()
+    assert main([*argv, "--tasks", "2"]) == 2
+    assert "a sample of 3 of the split's 4 tasks; this run asks for 2" in capsys.readouterr().err
+    assert main([*argv, "--tasks", "0"]) == 2
+    assert "--tasks must be a positive number of tasks, got 0" in capsys.readouterr().err
+    assert (out / "results.jsonl").read_bytes() == before
+    assert main(["bench", "table", str(out), "--markdown"]) == 0
+    table = capsys.readouterr().out
+    assert "a sample of the 4 tasks of eval-fusible" in table
+    assert re.search(r"\| \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \|", table)
+    # a sample taken by another rule is other tasks: not resumed into
+    doc = json.loads((out / "tasks.json").read_text())
+    (out / "tasks.json").write_text(json.dumps({**doc, "sample": {"of": 4, "order": "old"}}))
+    assert main([*argv, "--tasks", "3"]) == 2
+    assert "a sample in order 'old'" in capsys.readouterr().err
+    (out / "tasks.json").write_text(json.dumps(doc))
+    # the whole split grows out of the sample too, and is no sample then
+    assert main(argv) == 0
+    assert "1 new, 3 resumed" in capsys.readouterr().out
+    whole = read_bench_index(out)
+    assert whole is not None and not whole.is_sample and len(whole.tasks) == 4

@@ -11,19 +11,31 @@ from pathlib import Path
 import pytest
 
 from passnet.errors import InputFormatError
-from passnet.record import BenchIndex, BenchIndexTask, EvalRecord, append_jsonl, write_bench_index
+from passnet.record import (
+    BenchIndex,
+    BenchIndexTask,
+    EvalRecord,
+    append_jsonl,
+    read_bench_index,
+    write_bench_index,
+)
 from passnet.score import (
     SPEEDUP_BINS,
     BenchRun,
+    GraphOutcome,
+    ScoreParams,
+    aggregate_log_terms,
     bench_markdown,
     bench_notes,
     bench_row,
     bench_table_dict,
     compute_scores,
+    default_group_of,
     load_bench_runs,
     speedup_bin,
 )
 from passnet.status import Status
+from passnet.task import SAMPLE_ORDER
 from tests.score.score_records import build_record
 
 CONFIG_HASH = "cafebabe12345678"  # build_record's
@@ -202,6 +214,18 @@ def test_eager_measured_against_itself_is_correct_everywhere(tmp_path: Path) -> 
              "tasks": [{"name": "t", "folder": "t", "compiler_config_hash": "h", "graphs": "x"}]},
             "tasks[0].graphs",
         ),
+        ({"schema_version": 2, "split": "s", "compiler": "c", "device": "cpu", "sample": [],
+          "tasks": []}, "sample"),
+        ({"schema_version": 2, "split": "s", "compiler": "c", "device": "cpu",
+          "sample": {"of": "200", "order": "o"}, "tasks": []}, "sample.of"),
+        ({"schema_version": 2, "split": "s", "compiler": "c", "device": "cpu",
+          "sample": {"of": 200}, "tasks": []}, "sample.order"),
+        (
+            {"schema_version": 2, "split": "s", "compiler": "c", "device": "cpu",
+             "sample": {"of": 0, "order": "o"},
+             "tasks": [{"name": "t", "folder": "t", "compiler_config_hash": "h", "graphs": []}]},
+            "sample.of",
+        ),
     ],
 )  # fmt: skip
 def test_a_malformed_tasks_json_is_named(tmp_path: Path, document: dict, field: str) -> None:
@@ -221,3 +245,99 @@ def test_sample_errors_are_left_out_as_scores_leave_them_out() -> None:
     notes = bench_notes([row])
     assert any("x: 1 subgraphs left out of N" in n for n in notes)
     assert not any("a run under way" in n for n in notes)  # every graph has its record
+
+
+def _sampled(index: BenchIndex, of: int = 200) -> BenchIndex:
+    return dataclasses.replace(index, sampled_from=of, sample_order=SAMPLE_ORDER)
+
+
+def _many_tasks(n: int = 12) -> list[EvalRecord]:
+    """``n`` tasks of three graphs each, speedups spread around 1, one failure in four tasks."""
+    records = []
+    for i in range(n):
+        for j in range(3):
+            speedup = 0.5 + 0.15 * ((7 * i + 3 * j) % 11)
+            if i % 4 == 3 and j == 2:
+                records.append(_graph(f"t{i:02d}", f"g{j}", Status.RUNTIME_ERROR, speedup=None))
+            else:
+                records.append(_graph(f"t{i:02d}", f"g{j}", speedup=speedup))
+    return records
+
+
+def test_a_tasks_json_of_a_sample_says_so_and_one_of_schema_1_still_reads(tmp_path: Path) -> None:
+    records = _records()
+    index = _sampled(_index(records))
+    write_bench_index(tmp_path, index)
+    doc = json.loads((tmp_path / "tasks.json").read_text())
+    assert doc["schema_version"] == 2
+    assert doc["sample"] == {"of": 200, "order": SAMPLE_ORDER}
+    assert read_bench_index(tmp_path) == index and index.is_sample
+    del doc["sample"]
+    doc["schema_version"] = 1
+    (tmp_path / "tasks.json").write_text(json.dumps(doc))
+    old = read_bench_index(tmp_path)
+    assert old is not None and not old.is_sample and old.schema_version == 1
+    assert "sample" not in _index(records).to_dict()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [ScoreParams(), ScoreParams(b=0.3, p=0.5), ScoreParams(weights="graphnet"), ScoreParams(interpretation="mismatch_extended")],
+)  # fmt: skip
+def test_as_is_the_mean_of_the_graphs_log_terms(params: ScoreParams) -> None:
+    records = _many_tasks()
+    report = compute_scores(
+        records, b=params.b, p=params.p, interpretation=params.interpretation,
+        weights=params.weights,
+    )  # fmt: skip
+    outcomes = [GraphOutcome.from_record(r, "e2e", default_group_of) for r in records]
+    terms = aggregate_log_terms(outcomes, report.params)
+    assert math.exp(math.fsum(terms) / len(terms)) == pytest.approx(report.score, rel=1e-12)
+
+
+def test_a_sample_runs_figures_come_with_intervals_over_tasks(tmp_path: Path) -> None:
+    records = _many_tasks()
+    index = _sampled(_index(records))
+    (run,) = load_bench_runs("inductor", _write_run(tmp_path / "r", records, index))
+    row = bench_row(run)
+    assert row.sampled_from == 200 and row.n_tasks == 12
+    assert row.gmean_interval is not None and row.as_interval is not None
+    assert row.gmean_interval[0] < row.gmean_speedup < row.gmean_interval[1]
+    assert row.as_interval[0] < row.aggregated_speedup < row.as_interval[1]
+    assert bench_row(run) == row  # a fixed seed: the interval is the records'
+    # resampled by task: a task's graphs move together, so a task of only slow graphs
+    # widens the interval more than the same graphs spread over tasks would
+    low, high = row.gmean_interval
+    assert f"{row.gmean_speedup:.3f} [{low:.3f}, {high:.3f}]" in bench_markdown([row])
+    note = next(n for n in bench_notes([row]) if "a sample of the 200 tasks" in n)
+    assert "12 tasks scored" in note and "95% bootstrap interval over tasks" in note
+    doc = bench_table_dict([row])["runs"][0]
+    assert doc["sampled_from"] == 200
+    assert doc["gmean_speedup_interval"] == [low, high]
+    assert doc["aggregated_speedup_interval"] == list(row.as_interval)
+
+
+def test_a_whole_split_or_a_single_task_has_no_interval(tmp_path: Path) -> None:
+    records = _many_tasks()
+    row = bench_row(BenchRun("all", records, _index(records)))
+    assert (row.gmean_interval, row.as_interval, row.sampled_from) == (None, None, None)
+    assert "[" not in bench_markdown([row]).splitlines()[2]
+    one = [r for r in records if r.graph.startswith("t00/")]
+    row = bench_row(BenchRun("one", one, _sampled(_index(one))))
+    assert (row.gmean_interval, row.as_interval) == (None, None)
+
+
+def test_a_wider_spread_between_tasks_widens_the_interval() -> None:
+    """Same speedups, once mixed within tasks and once sorted into slow and fast tasks: the
+    bootstrap resamples tasks, so only the second spread is between tasks."""
+    speedups = [0.5, 2.0] * 12
+    mixed = [_graph(f"t{i // 2:02d}", f"g{i % 2}", speedup=s) for i, s in enumerate(speedups)]
+    ordered = sorted(speedups)
+    apart = [_graph(f"t{i // 2:02d}", f"g{i % 2}", speedup=s) for i, s in enumerate(ordered)]
+    width = []
+    for records in (mixed, apart):
+        row = bench_row(BenchRun("x", records, _sampled(_index(records))))
+        assert row.gmean_speedup == pytest.approx(1.0)
+        assert row.gmean_interval is not None
+        width.append(row.gmean_interval[1] / row.gmean_interval[0])
+    assert width[0] == pytest.approx(1.0) and width[1] > 1.5

@@ -31,10 +31,13 @@ examples:
   passnet bench eval eval-fusible --compiler inductor --device cuda   # the shipped benchmark
   passnet bench eval bench/eval-fusible --pass my_passes/ --device cuda # one pass dir, every task
   passnet bench eval bench/eval-fusible --compiler pass_mgr             # each task's own pass_dir
+  passnet bench eval eval-classical --compiler inductor --device cuda --tasks 40  # a sample
 Every graph of every task is evaluated as `passnet eval` evaluates (the same records, eval.log,
 resume, executors); tasks.json in --out says which task each graph belongs to. Re-running the
 same command resumes. At the end: the run's benchmark table (passnet bench table), its
-aggregated_score.json and report.html.
+aggregated_score.json and report.html. With --tasks K, a sample of the split's tasks in a
+fixed order stratified by source family: every compiler's sample of K is the same tasks,
+and the table gives G-mean and AS with 95% bootstrap intervals over tasks. docs/bench.md.
 """
 
 TABLE_EXAMPLES = """\
@@ -99,9 +102,13 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
         compiler = TASK_COMPILER
     if args.pass_dir is not None and not Path(args.pass_dir).is_dir():
         raise PassnetError("--pass: no such pass directory", path=args.pass_dir)
+    if args.tasks is not None and args.tasks < 1:
+        raise PassnetError(f"--tasks must be a positive number of tasks, got {args.tasks}")
     check_compiler(compiler, check_config=False)
     folder, name = _split_folder(args.split_path, args.split)
     split = load_split(folder, name)
+    if args.tasks is not None:
+        split = split.sample(args.tasks)
     plan = plan_split(
         split,
         compiler,
@@ -111,10 +118,10 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
     )
     out = Path(args.out) if args.out else _default_out(name, compiler, args.pass_dir)
     n_graphs = plan.index.graph_count()
-    console.print(
-        f"{split.name}: {len(split.tasks)} tasks, {n_graphs} graphs ({folder}) → {out}",
-        highlight=False,
-    )
+    tasks = f"{len(split.tasks)} tasks"
+    if split.sampled_from is not None:
+        tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
+    console.print(f"{split.name}: {tasks}, {n_graphs} graphs ({folder}) → {out}", highlight=False)
     executor = make_executor(args, request)
     try:
         summary = run_split(
@@ -276,6 +283,15 @@ def add_commands(bench_sub: Any) -> None:
         metavar="DIR",
         help="apply this pass directory to every task (instead of each task's own pass_dir; "
         "compiler default: pass_mgr)",
+    )
+    p.add_argument(
+        "--tasks",
+        type=int,
+        default=None,
+        metavar="K",
+        help="evaluate a sample of K tasks: the first K of the split's sample order, spread "
+        "over the source families in proportion (the same tasks for every compiler; a larger "
+        "K resumes a run of a smaller one); the table gives 95%% intervals (default: all)",
     )
     add_eval_options(
         p,

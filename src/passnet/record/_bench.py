@@ -9,13 +9,18 @@ sample correctness ratio is per task) and see which of the split's graphs have n
 yet (a run still under way)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "split": "eval-fusible",
       "compiler": "inductor",
       "device": "cuda",
+      "sample": {"of": 200, "order": "family-stratified-sha256-1"},
       "tasks": [{"name": "...", "folder": "...", "compiler_config_hash": "...",
                  "graphs": ["<folder>/graphs/float32/0/g", ...]}, ...]
     }
+
+``sample`` is there only for a run of a sample of the split's tasks (``bench eval
+--tasks K``): ``of`` the split's task count, ``order`` the rule the sample follows
+(:func:`passnet.task.sample_order`). Schema 1 had no ``sample``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ __all__ = [
 ]
 
 BENCH_INDEX_FILE = "tasks.json"
-BENCH_INDEX_SCHEMA_VERSION = 1
+BENCH_INDEX_SCHEMA_VERSION = 2
+"""2: ``sample``; 1: every run evaluates the whole split."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,14 @@ class BenchIndex:
     """The device kind records keep (``cpu``, ``cuda``)."""
     tasks: tuple[BenchIndexTask, ...]
     schema_version: int = BENCH_INDEX_SCHEMA_VERSION
+    sampled_from: int | None = None
+    """The split's task count where the run evaluates a sample of its tasks, else None."""
+    sample_order: str | None = None
+    """The rule the sample follows (:data:`passnet.task.SAMPLE_ORDER`), with ``sampled_from``."""
+
+    @property
+    def is_sample(self) -> bool:
+        return self.sampled_from is not None
 
     def task_of(self) -> dict[str, str]:
         """Graph label → task name."""
@@ -75,11 +89,17 @@ class BenchIndex:
         return sum(len(t.graphs) for t in self.tasks)
 
     def to_dict(self) -> dict[str, Any]:
+        sample = (
+            {"sample": {"of": self.sampled_from, "order": self.sample_order}}
+            if self.is_sample
+            else {}
+        )
         return {
             "schema_version": self.schema_version,
             "split": self.split,
             "compiler": self.compiler,
             "device": self.device,
+            **sample,
             "tasks": [
                 {
                     "name": t.name,
@@ -115,6 +135,16 @@ class BenchIndex:
         for key in ("split", "compiler", "device"):
             if not isinstance(data.get(key), str):
                 raise fail(f"{key} must be a string, got {data.get(key)!r}", key)
+        sampled_from = sample_order = None
+        if "sample" in data:
+            sample = data["sample"]
+            if not isinstance(sample, dict):
+                raise fail(f"sample must be an object, got {sample!r}", "sample")
+            sampled_from, sample_order = sample.get("of"), sample.get("order")
+            if not isinstance(sampled_from, int) or isinstance(sampled_from, bool):
+                raise fail(f"must be the split's task count, got {sampled_from!r}", "sample.of")
+            if not isinstance(sample_order, str):
+                raise fail(f"must be a string, got {sample_order!r}", "sample.order")
         tasks = data.get("tasks")
         if not isinstance(tasks, list):
             raise fail("tasks must be a list", "tasks")
@@ -134,7 +164,17 @@ class BenchIndex:
                     task["name"], task["folder"], task["compiler_config_hash"], tuple(graphs)
                 )
             )
-        return cls(data["split"], data["compiler"], data["device"], tuple(out), version)
+        if sampled_from is not None and sampled_from < len(out):
+            raise fail(f"a sample of {len(out)} tasks cannot be of {sampled_from}", "sample.of")
+        return cls(
+            data["split"],
+            data["compiler"],
+            data["device"],
+            tuple(out),
+            version,
+            sampled_from,
+            sample_order,
+        )
 
 
 def read_bench_index(folder: str | Path) -> BenchIndex | None:

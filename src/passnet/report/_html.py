@@ -121,6 +121,13 @@ def _num(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _estimate(value: float | None, interval: tuple[float, float] | None) -> str:
+    """A figure of a benchmark row, with its 95 % interval below it where it has one."""
+    if interval is None or value is None:
+        return _num(value)
+    return f"{_num(value)}<br><small>[{_num(interval[0])}, {_num(interval[1])}]</small>"
+
+
 def _cell(text: str, sort_key: float | str | None = None, css: str = "", title: str = "") -> str:
     key = "" if sort_key is None else f' data-sort="{html.escape(str(sort_key))}"'
     cls = f' class="{css}"' if css else ""
@@ -317,8 +324,9 @@ def _leaderboard(rows: Sequence[BenchRow]) -> str:
         body.append(
             f"<tr><td>{rank}</td><td>{html.escape(r.name)}</td><td>{html.escape(r.split or '-')}"
             f"</td><td>{n}</td><td>{r.fast_1:.1%}</td><td>{r.sample_cr:.1%}</td>"
-            f"<td>{r.subgraph_cr:.1%}</td><td>{_num(r.gmean_speedup)}</td>"
-            f"<td>{r.aggregated_speedup:.3f}</td>{bins}<td>{_distribution_bar(r)}</td></tr>"
+            f"<td>{r.subgraph_cr:.1%}</td><td>{_estimate(r.gmean_speedup, r.gmean_interval)}</td>"
+            f"<td>{_estimate(r.aggregated_speedup, r.as_interval)}</td>{bins}"
+            f"<td>{_distribution_bar(r)}</td></tr>"
         )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in bench_notes(ranked))
     legend = " ".join(

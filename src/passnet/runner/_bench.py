@@ -8,11 +8,15 @@ given for all) run as one run: the executor's slots, prepare workers and shared 
 span task boundaries. A pass compiler on the tasks' own pass directories runs task by task.
 The run's ``tasks.json`` (:class:`~passnet.record.BenchIndex`) says which task each graph
 belongs to; it is written before any graph runs, so an interrupted run keeps it.
+
+A run of a sample of the split's tasks (:meth:`~passnet.task.Split.sample`) says so in
+``tasks.json``; a larger sample (or the whole split) resumes into its folder, since the
+sample order only adds tasks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,7 @@ from passnet.record import (
 from passnet.runner._executor import Executor
 from passnet.runner._plan import WorkItem
 from passnet.runner._run import check_run, run_evaluations
-from passnet.task import Split, Task
+from passnet.task import SAMPLE_ORDER, Split, Task
 
 __all__ = ["SplitPlan", "SplitSummary", "plan_split", "run_split"]
 
@@ -95,33 +99,55 @@ def plan_split(
         items = groups.setdefault(cfg_hash, (cfg, []))[1]
         items.extend(WorkItem(path, label) for path, label in zip(task.graphs, labels))
         tasks.append(BenchIndexTask(task.name, task.path.name, cfg_hash, tuple(labels)))
-    index = BenchIndex(split.name, compiler, device.split(":")[0], tuple(tasks))
+    index = BenchIndex(
+        split.name,
+        compiler,
+        device.split(":")[0],
+        tuple(tasks),
+        sampled_from=split.sampled_from,
+        sample_order=SAMPLE_ORDER if split.sampled_from is not None else None,
+    )
     return SplitPlan(index, tuple((cfg, tuple(items)) for cfg, items in groups.values()))
 
 
 def _check_index(out_dir: Path, index: BenchIndex) -> None:
     """Refuse a results folder that holds another benchmark run (another split, compiler,
-    device, task set or configuration): its scores would mix two runs."""
+    device, task set or configuration): its scores would mix two runs. A sample's run
+    may grow into a larger sample of the same order, or into the whole split."""
     found = read_bench_index(out_dir)
-    if found is None or found == index:
+    if found is None:
         return
+    found = replace(found, schema_version=index.schema_version)  # an older file, same run
+    if found == index:
+        return
+    there = {t.folder: t for t in found.tasks}
+    now = {t.folder: t for t in index.tasks}
     for field in ("split", "compiler", "device"):
         if getattr(found, field) != getattr(index, field):
             what = f"{field} {getattr(found, field)!r} there, {getattr(index, field)!r} now"
             break
     else:
-        there = {t.folder: t for t in found.tasks}
-        now = {t.folder: t for t in index.tasks}
         apart = sorted(set(there) ^ set(now))
         configs = sorted(
             f
             for f in now
             if f in there and there[f].compiler_config_hash != now[f].compiler_config_hash
         )
-        if apart:
-            what = f"the split's tasks differ (first: {apart[0]})"
-        elif configs:
+        if configs:
             what = f"another compiler configuration (first task: {configs[0]})"
+        elif found.is_sample and all(now.get(f) == task for f, task in there.items()):
+            if index.is_sample and index.sample_order != found.sample_order:
+                what = f"a sample in order {found.sample_order!r}, {index.sample_order!r} now"
+            else:
+                return  # a larger sample, or the whole split: the tasks there stay
+        elif set(now) < set(there) and all(there[f] == task for f, task in now.items()):
+            what = (
+                f"a sample of {len(there)} of the split's {found.sampled_from} tasks"
+                if found.is_sample
+                else f"all {len(there)} tasks of the split"
+            ) + f"; this run asks for {len(now)}: give --tasks {len(there)} or more"
+        elif apart:
+            what = f"the split's tasks differ (first: {apart[0]})"
         else:
             what = "the tasks' graphs differ"
     raise StoreError(

@@ -3,6 +3,7 @@
 
 from passnet.score._bench import (
     BENCH_TABLE_SCHEMA_VERSION,
+    BOOTSTRAP_RESAMPLES,
     SPEEDUP_BINS,
     BenchRow,
     BenchRun,
@@ -13,6 +14,7 @@ from passnet.score._bench import (
     bench_table_dict,
     load_bench_runs,
     speedup_bin,
+    task_intervals,
 )
 from passnet.score._io import (
     RESULTS_FILE,
@@ -22,13 +24,20 @@ from passnet.score._io import (
     split_by_run,
     write_score,
 )
-from passnet.score._metrics import aggregate_weights, compute_scores, factored_score, gmean
+from passnet.score._metrics import (
+    aggregate_log_terms,
+    aggregate_weights,
+    compute_scores,
+    factored_score,
+    gmean,
+)
 from passnet.score._outcome import GraphOutcome, default_group_of, rectified_speedup
 from passnet.score._result import WEIGHT_SCHEMES, Components, ScoreParams, ScoreReport
 from passnet.score._table import compare_table, score_table
 
 __all__ = [
     "BENCH_TABLE_SCHEMA_VERSION",
+    "BOOTSTRAP_RESAMPLES",
     "RESULTS_FILE",
     "SCORE_FILE",
     "SPEEDUP_BINS",
@@ -39,6 +48,7 @@ __all__ = [
     "GraphOutcome",
     "ScoreParams",
     "ScoreReport",
+    "aggregate_log_terms",
     "aggregate_weights",
     "bench_markdown",
     "bench_notes",
@@ -56,6 +66,7 @@ __all__ = [
     "rectified_speedup",
     "score_table",
     "speedup_bin",
+    "task_intervals",
     "split_by_run",
     "write_score",
 ]

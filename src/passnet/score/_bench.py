@@ -15,6 +15,11 @@ Per run (one compiler configuration over a benchmark split), at tolerance level 
 "Correct at t" is the ``correct_{t,i}`` of ES_t (:meth:`GraphOutcome.correct_at`: the
 graph ran and its outputs are allclose at t); N leaves out what scores leave out (sample
 errors, graphs too large), so AS and the ratios count the same subgraphs.
+
+A run of a sample of the split's tasks (``bench eval --tasks K``) estimates the split's
+figures: its G-mean and AS come with 95 % percentile bootstrap intervals over tasks (the
+tasks drawn again with replacement, each with all its subgraphs, :data:`BOOTSTRAP_RESAMPLES`
+times from a fixed seed, so the interval is a function of the records alone).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from passnet.errors import InputFormatError
 from passnet.record import BASELINE_T, TOLERANCE_LEVELS, BenchIndex, EvalRecord, read_bench_index
 from passnet.score._io import load_records, split_by_run
 from passnet.score._metrics import (
+    aggregate_log_terms,
     compute_scores,
     correct_speedups,
     gmean,
@@ -44,6 +52,7 @@ from passnet.score._result import ScoreReport
 
 __all__ = [
     "BENCH_TABLE_SCHEMA_VERSION",
+    "BOOTSTRAP_RESAMPLES",
     "SPEEDUP_BINS",
     "BenchRow",
     "BenchRun",
@@ -54,10 +63,16 @@ __all__ = [
     "bench_table_dict",
     "load_bench_runs",
     "speedup_bin",
+    "task_intervals",
 ]
 
 BENCH_TABLE_SCHEMA_VERSION = 1
 """Of the ``--json`` file of ``passnet bench table``."""
+
+BOOTSTRAP_RESAMPLES = 4000
+"""Resamples of a sample run's tasks behind its intervals."""
+BOOTSTRAP_SEED = 0
+INTERVAL = 0.95
 
 SPEEDUP_EDGES = (1.0, 1.2, 2.0)
 SPEEDUP_BINS = ("< 1.0", "1.0–1.2", "1.2–2.0", "≥ 2.0")
@@ -104,6 +119,12 @@ class BenchRow:
     aggregated_speedup: float
     bins: tuple[int, ...]
     """Correct subgraphs per :data:`SPEEDUP_BINS`."""
+    sampled_from: int | None = None
+    """The split's task count where the run is of a sample of its tasks (``tasks.json``)."""
+    gmean_interval: tuple[float, float] | None = None
+    """A sample run's 95 % bootstrap interval of G-mean over tasks (None otherwise)."""
+    as_interval: tuple[float, float] | None = None
+    """A sample run's 95 % bootstrap interval of AS over tasks (None otherwise)."""
     graphs: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     """Identities of the run's graphs (graph_hash, else the label): to compare runs."""
     score: ScoreReport | None = field(default=None, repr=False, compare=False)
@@ -132,9 +153,50 @@ class BenchRow:
             "subgraph_correctness_ratio": self.subgraph_cr,
             "gmean_speedup": self.gmean_speedup,
             "aggregated_speedup": self.aggregated_speedup,
+            "sampled_from": self.sampled_from,
+            "gmean_speedup_interval": _listed(self.gmean_interval),
+            "aggregated_speedup_interval": _listed(self.as_interval),
             "n_correct": self.n_correct,
             "speedup_bins": dict(zip(SPEEDUP_BINS, self.bins, strict=True)),
         }
+
+
+def _listed(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else list(interval)
+
+
+def task_intervals(
+    scored: Sequence[GraphOutcome], tolerance: int, report: ScoreReport
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(G-mean's, AS's) 95 % percentile bootstrap intervals over the tasks (groups) of
+    ``scored``, the outcomes ``report`` scored: tasks are drawn again with replacement,
+    each with all its subgraphs. None where fewer than two tasks were scored, and G-mean's
+    None where no subgraph is correct at ``tolerance``."""
+    terms = aggregate_log_terms(scored, report.params)
+    tasks: dict[str, list[float]] = {}
+    for outcome, term in zip(scored, terms, strict=True):
+        sums = tasks.setdefault(outcome.group, [0.0, 0.0, 0.0, 0.0])
+        sums[0] += term
+        sums[1] += 1
+        if outcome.scores_speedup_at(tolerance) and outcome.speedup is not None:
+            sums[2] += math.log(outcome.speedup)
+            sums[3] += 1
+    if len(tasks) < 2:
+        return None, None
+    table = np.array([tasks[name] for name in sorted(tasks)])
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    drawn = table[rng.integers(0, len(table), size=(BOOTSTRAP_RESAMPLES, len(table)))].sum(1)
+    edges = [100 * (1 - INTERVAL) / 2, 100 * (1 + INTERVAL) / 2]
+
+    def interval(logs: np.ndarray) -> tuple[float, float]:
+        low, high = np.exp(np.percentile(logs, edges))
+        return float(low), float(high)
+
+    as_interval = interval(drawn[:, 0] / drawn[:, 1])
+    timed = drawn[:, 3] > 0
+    if not timed.any():
+        return None, as_interval
+    return interval(drawn[timed, 2] / drawn[timed, 3]), as_interval
 
 
 def _graph_id(record: EvalRecord) -> str:
@@ -197,6 +259,9 @@ def bench_row(
         bins[speedup_bin(s)] += 1
     sample_cr, n_tasks = sample_correctness(scored, tolerance)
     index = run.index
+    gmean_interval = as_interval = None
+    if index is not None and index.is_sample:
+        gmean_interval, as_interval = task_intervals(scored, tolerance, report)
     return BenchRow(
         name=run.name,
         compiler=index.compiler if index else ", ".join(sorted({r.compiler for r in records})),
@@ -214,6 +279,9 @@ def bench_row(
         gmean_speedup=gmean(speedups) if speedups else None,
         aggregated_speedup=report.score,
         bins=tuple(bins),
+        sampled_from=index.sampled_from if index else None,
+        gmean_interval=gmean_interval,
+        as_interval=as_interval,
         graphs=frozenset(_graph_id(r) for r in records),
         score=report,
     )
@@ -246,6 +314,14 @@ def _speedup(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
 
+def _estimate(value: float | None, interval: tuple[float, float] | None) -> str:
+    """A figure, with its interval where it has one: ``0.846 [0.801, 0.893]``."""
+    text = _speedup(value)
+    if interval is None or value is None:
+        return text
+    return f"{text} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
 def _bin_cells(row: BenchRow) -> list[str]:
     return [f"{n} ({_pct(s)}%)" for n, s in zip(row.bins, row.bin_shares(), strict=True)]
 
@@ -272,8 +348,8 @@ def _cells(row: BenchRow) -> list[str]:
         _pct(row.fast_1),
         _pct(row.sample_cr),
         _pct(row.subgraph_cr),
-        _speedup(row.gmean_speedup),
-        f"{row.aggregated_speedup:.3f}",
+        _estimate(row.gmean_speedup, row.gmean_interval),
+        _estimate(row.aggregated_speedup, row.as_interval),
         *_bin_cells(row),
     ]
 
@@ -290,6 +366,12 @@ def bench_notes(rows: Sequence[BenchRow]) -> list[str]:
         "subgraphs (bins hold their lower bound); AS over all subgraphs"
     ]
     for row in rows:
+        if row.sampled_from is not None:
+            notes.append(
+                f"{row.name}: a sample of the {row.sampled_from} tasks of {row.split} "
+                f"(bench eval --tasks; {row.n_tasks} tasks scored); [low, high]: 95% "
+                "bootstrap interval over tasks"
+            )
         if row.n_expected is not None and row.n_subgraphs + row.n_excluded < row.n_expected:
             notes.append(
                 f"{row.name}: {row.n_subgraphs + row.n_excluded} of the {row.n_expected} "
@@ -326,7 +408,7 @@ def bench_table(rows: Sequence[BenchRow], *, title: str | None = None) -> Table:
         table.add_column(name, justify="left" if name == "run" else "right")
     for row in rows:
         table.add_row(*_cells(row))
-    table.caption = "\n".join(bench_notes(rows))
+    table.caption = escape("\n".join(bench_notes(rows)))  # "[low, high]" is no markup
     return table
 
 

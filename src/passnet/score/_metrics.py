@@ -105,6 +105,25 @@ def aggregate_weights(
     return weights
 
 
+def aggregate_log_terms(outcomes: Sequence[GraphOutcome], params: ScoreParams) -> list[float]:
+    """Each graph's term of log AS: Σ_t w_t·log(rectified speedup at t) / Σ_t w_t, so that
+    AS of :func:`compute_scores` over ``outcomes`` (the scored ones) is exp of their mean.
+    A resample of graphs (a bootstrap) is scored from these without scoring it again."""
+    weights = aggregate_weights(params.interpretation, params.weights)
+    total = math.fsum(weights.values())
+    return [
+        math.fsum(
+            w
+            * log_rectified_speedup(
+                o, t, b=params.b, p=params.p, interpretation=params.interpretation
+            )
+            for t, w in weights.items()
+        )
+        / total
+        for o in outcomes
+    ]
+
+
 def scored_outcomes(
     outcomes: Iterable[GraphOutcome], *, count_sample_errors: bool = False
 ) -> list[GraphOutcome]:

@@ -4,7 +4,15 @@ manifest of a pass directory (``sorted_output_pass_rule_names.json``), and a ben
 split (a folder of task folders)."""
 
 from passnet.task._manifest import MANIFEST_FILE, read_manifest, write_manifest
-from passnet.task._split import BENCH_MANIFEST, Split, find_split, load_split
+from passnet.task._split import (
+    BENCH_MANIFEST,
+    SAMPLE_ORDER,
+    Split,
+    find_split,
+    load_split,
+    sample_order,
+    task_family,
+)
 from passnet.task._task import (
     ENTRY_SCRIPT,
     TASK_COMPILER,
@@ -22,6 +30,7 @@ __all__ = [
     "BENCH_MANIFEST",
     "ENTRY_SCRIPT",
     "MANIFEST_FILE",
+    "SAMPLE_ORDER",
     "Split",
     "TASK_COMPILER",
     "TASK_FILE",
@@ -34,6 +43,8 @@ __all__ = [
     "load_split",
     "load_task",
     "read_manifest",
+    "sample_order",
+    "task_family",
     "write_manifest",
     "write_task",
 ]

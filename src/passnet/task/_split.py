@@ -3,19 +3,74 @@
 A benchmark folder holds ``manifest.json`` and one folder per split; each split folder
 holds one PassBench task folder per task (:mod:`passnet.task._task`). Listing a split
 validates each task's layout and lists its graph folders, without reading any sample.
+
+A run can evaluate a sample of a split's tasks (:meth:`Split.sample`): the first K tasks of
+the split's *sample order*, a fixed order in which every prefix spreads over the source
+families in proportion to their share of the split. The order depends on the task folders'
+names and families alone, so every compiler's sample of K is the same tasks, and a sample
+of K extends to one of a larger K by adding tasks (a run resumes into it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from passnet.task._task import GRAPH_LIST, Task, TaskError, load_task
 
-__all__ = ["BENCH_MANIFEST", "Split", "find_split", "load_split"]
+__all__ = [
+    "BENCH_MANIFEST",
+    "SAMPLE_ORDER",
+    "Split",
+    "find_split",
+    "load_split",
+    "sample_order",
+    "task_family",
+]
 
 BENCH_MANIFEST = "manifest.json"
 """A benchmark folder's manifest, beside its split folders."""
+
+SAMPLE_ORDER = "family-stratified-sha256-1"
+"""The name of the rule :func:`sample_order` follows; a run of a sample records it, and
+runs of samples taken by different rules are not resumed into one another."""
+
+
+def task_family(task: Task) -> str:
+    """The source family of ``task``: its metadata's ``family``, else the family of its
+    first graph's parent sample (``timm`` of ``timm/resnet18``), else ``""``."""
+    family = task.metadata.get("family")
+    if isinstance(family, str) and family:
+        return family
+    for graph in task.graph_metadata:
+        parent = graph.get("parent")
+        if isinstance(parent, str) and parent:
+            return parent.split("/")[0]
+    return ""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sample_order(tasks: Sequence[Task]) -> list[Task]:
+    """``tasks`` in sample order: each family's tasks are ordered by the SHA-256 of their
+    folder names, the r-th of a family of n placed at (r + ½)/n, and the families merged
+    by that place (ties by family, then folder). Any prefix of K tasks holds each
+    family's K·n/N tasks, give or take one."""
+    by_family: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_family.setdefault(task_family(task), []).append(task)
+    keyed = []
+    for family, members in by_family.items():
+        members.sort(key=lambda task: (_digest(task.path.name), task.path.name))
+        n = len(members)
+        for rank, task in enumerate(members):
+            keyed.append(((rank + 0.5) / n, family, task.path.name, task))
+    keyed.sort(key=lambda item: item[:3])
+    return [item[3] for item in keyed]
 
 
 @dataclass(frozen=True)
@@ -25,6 +80,20 @@ class Split:
     name: str
     path: Path
     tasks: tuple[Task, ...]
+    sampled_from: int | None = None
+    """The split's task count when ``tasks`` is a sample of them (:meth:`sample`)."""
+
+    def sample(self, k: int) -> Split:
+        """The split's first ``k`` tasks in :func:`sample_order`, kept in folder order
+        (the whole split where ``k`` covers it). ``k`` must be positive."""
+        if k < 1:
+            raise ValueError(f"a sample needs at least one task, got {k}")
+        total = self.sampled_from or len(self.tasks)
+        if k >= len(self.tasks):
+            return self
+        chosen = {task.path.name for task in sample_order(self.tasks)[:k]}
+        kept = tuple(task for task in self.tasks if task.path.name in chosen)
+        return replace(self, tasks=kept, sampled_from=total)
 
     def graph_labels(self, task: Task) -> list[str]:
         """The record labels of ``task``'s graphs: ``<task folder>/<graph_list.txt line>``,
