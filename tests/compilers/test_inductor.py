@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -223,3 +225,42 @@ def test_dynamo_options_are_in_force_while_compiling(fresh_inductor_cache) -> No
         COMPILERS.get("inductor").check_config({"dynamo.capture_scalar_outputs": "yes"})
     with pytest.raises(CompilerConfigError, match="did you mean dynamo.capture_scalar_outputs"):
         COMPILERS.get("inductor").check_config({"dynamo.capture_scalar_output": True})
+
+
+def test_what_a_compile_ran_with_is_kept_for_the_record(fresh_inductor_cache, monkeypatch) -> None:
+    module, inputs = _module()
+    compiler = create_compiler("inductor", warm=False)
+    assert compiler.compiled_with == {}
+    compiler.compile(module, inputs)
+    assert compiler.compiled_with == {
+        "torch_compile": {"backend": "inductor", "dynamic": None},
+        "warm": False,
+        "compile_threads": 1,
+        "dynamo": {"capture_dynamic_output_shape_ops": False, "capture_scalar_outputs": False},
+    }
+    # the capture options in force, from the config or from the process (an import of
+    # GraphNet's extractor turns them on for the process): the record says which
+    config = {"dynamic": False, "dynamo.capture_dynamic_output_shape_ops": True}
+    compiler = create_compiler("inductor-max-autotune", warm=False, **config)
+    monkeypatch.setattr(torch, "compile", lambda module, **kwargs: module)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        compiler.compile(module, inputs)
+    said = compiler.compiled_with
+    assert said["dynamo"] == dict.fromkeys(GRAPHNET_DYNAMO_OPTIONS, True)
+    assert said["torch_compile"] == {
+        "backend": "inductor",
+        "dynamic": False,
+        "mode": "max-autotune",
+    }
+    assert said["compile_threads"] is None  # Inductor's own choice for autotuning
+    json.dumps(said)
+
+
+def test_a_backend_function_is_kept_by_its_name(monkeypatch) -> None:
+    monkeypatch.setattr(torch, "compile", lambda module, **kwargs: module)
+    compiler = create_compiler("inductor-scg", **{"triton.cudagraphs": False})
+    compiler.compile(*_module())
+    said = compiler.compiled_with
+    assert said["torch_compile"]["backend"].endswith(".backend")
+    assert said["options"] == {"triton.cudagraphs": False} and said["warm"] is False
+    json.dumps(said)

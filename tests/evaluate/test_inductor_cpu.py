@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from passnet.evaluate import EvalSettings, evaluate_sample
+from passnet.record import record_from_dict
 from passnet.status import Status
 from tests.conftest import BERT, MLP, SYMINT_HEAD
 
@@ -54,3 +55,9 @@ def test_a_prepared_graph_compiles_once_from_the_caches_and_the_record_says_so(
     alone = evaluate_sample(MLP, "inductor", {}, "cpu", fast)
     assert alone.compile_cache is not None and not alone.compile_cache.prepared
     assert alone.compile_cache.fxgraph_hits == 2  # warm: compiled twice, both from the cache
+    # what each compiled with, defaults resolved: the prepared one loaded, so not warm
+    assert alone.compile_options["torch_compile"] == {"backend": "inductor", "dynamic": None}
+    assert (alone.compile_options["warm"], rec.compile_options["warm"]) == (True, False)
+    assert record_from_dict(alone.to_dict()).compile_options == alone.compile_options
+    eager = evaluate_sample(MLP, "eager", settings=fast)
+    assert eager.compile_options == {}  # it says nothing

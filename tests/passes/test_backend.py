@@ -102,6 +102,9 @@ def test_pass_mgr_inductor_keeps_replacements_opaque(triton_interpreter: None) -
     with c.checked_call(), torch.no_grad():
         actual = compiled(*inputs)
     torch.testing.assert_close(actual[0], expected[0])
+    # the rewritten graph compiled as the plain inductor compiler compiles, and said so
+    said = c.compiled_with
+    assert said["torch_compile"] == {"backend": "inductor", "dynamic": None} and said["warm"]
 
 
 def test_pass_mgr_inductor_rejects_outputs_unlike_the_pattern(

@@ -27,6 +27,7 @@ from passnet.compilers._base import (
 from passnet.compilers._builtin import (
     DEFAULT_DYNAMIC,
     GRAPHNET_DYNAMO_OPTIONS,
+    compile_settings,
     compile_warm,
     dynamo_option_types,
     inductor_option_types,
@@ -61,6 +62,7 @@ __all__ = [
     "is_module_state",
     "mark_module_state",
     "check_config_type",
+    "compile_settings",
     "compile_warm",
     "compiler_info",
     "create_compiler",

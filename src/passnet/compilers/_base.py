@@ -96,6 +96,11 @@ class Compiler:
     def __init__(self, **config: Any) -> None:
         self.check_config(config)
         self.config: dict[str, Any] = dict(config)
+        self.compiled_with: dict[str, Any] = {}
+        """What the last :meth:`compile` compiled with, its defaults resolved, as plain
+        JSON: each evaluation's record keeps it (``EvalRecord.compile_options``), so a
+        record with an empty config still says, say, which ``dynamic`` it compiled with.
+        A compiler that sets nothing here records ``{}``."""
 
     @classmethod
     def check_config(cls, config: dict[str, Any]) -> None:

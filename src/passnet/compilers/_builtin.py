@@ -30,6 +30,7 @@ __all__ = [
     "Inductor",
     "InductorMaxAutotune",
     "InductorSelectiveCudaGraphs",
+    "compile_settings",
     "compile_warm",
     "inductor_option_types",
     "stop_compile_workers",
@@ -145,12 +146,15 @@ class Inductor(Compiler):
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options
+        # prepared: the first compile here already loads the program from the caches
+        warm = self.config.get("warm", True) and not self.cache_prepared
+        threads = self.config.get("compile_threads", self.default_compile_threads)
+        self.compiled_with = compile_settings(kwargs, warm, threads, dynamo)
         return compile_warm(
             module,
             example_inputs,
-            # prepared: the first compile here already loads the program from the caches
-            warm=self.config.get("warm", True) and not self.cache_prepared,
-            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
+            warm=warm,
+            compile_threads=threads,
             dynamo_options=dynamo,
             **kwargs,
         )
@@ -164,6 +168,30 @@ class Inductor(Compiler):
             elif key not in self.config_types:
                 options[key] = value
         return options, dynamo
+
+
+def compile_settings(
+    kwargs: Mapping[str, Any],
+    warm: bool,
+    compile_threads: int | None,
+    dynamo_options: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What :func:`compile_warm` compiles with, as plain JSON for a record: torch.compile's
+    keyword arguments (a backend that is a function by its name), the warm second compile,
+    Inductor's compile threads, and the Dynamo options that change what is captured (the
+    keys of :data:`GRAPHNET_DYNAMO_OPTIONS`, and any given) with the values in force while
+    compiling: a process whose imports turned them on says so."""
+    in_force = {key: getattr(torch._dynamo.config, key) for key in GRAPHNET_DYNAMO_OPTIONS}
+    in_force.update(dynamo_options or {})
+    return {
+        "torch_compile": {
+            key: getattr(value, "__qualname__", repr(value)) if callable(value) else value
+            for key, value in sorted(kwargs.items())
+        },
+        "warm": warm,
+        "compile_threads": compile_threads,
+        "dynamo": dict(sorted(in_force.items())),
+    }
 
 
 def compile_warm(
@@ -381,14 +409,17 @@ class InductorSelectiveCudaGraphs(Inductor):
             self._decisions += [decision, *choices.decisions]
             return launched
 
+        threads = self.config.get("compile_threads", self.default_compile_threads)
+        kwargs = {"backend": backend, "dynamic": self.config.get("dynamic", DEFAULT_DYNAMIC)}
+        self.compiled_with = compile_settings(kwargs, False, threads, dynamo)
+        self.compiled_with["options"] = options  # Inductor's, given to each graph's compile
         return compile_warm(
             module,
             example_inputs,
             warm=False,
-            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
-            backend=backend,
-            dynamic=self.config.get("dynamic", DEFAULT_DYNAMIC),
+            compile_threads=threads,
             dynamo_options=dynamo,
+            **kwargs,
         )
 
     def cudagraph_decisions(self) -> list[CudaGraphDecision]:

@@ -414,6 +414,7 @@ def _evaluate(
         result["pass_report"] = _report(compiler)
         result["compile_cache"] = {"prepared": req.prepared, **cache_counters()}
         result["cudagraphs"] = [dataclasses.asdict(d) for d in compiler.cudagraph_decisions()]
+        result["compile_options"] = dict(getattr(compiler, "compiled_with", {}))
 
     stage.enter("eager")
     out_e, args_e = _call(module, inputs1, device)

@@ -348,6 +348,7 @@ def _to_record(outcome: ChildOutcome, base: dict[str, Any], graph_hash: str) -> 
         "cpu_contention": res.get("cpu_contention"),
         "layout_fixed": res.get("layout_fixed"),
         "compile_cache": res.get("compile_cache"),
+        "compile_options": res.get("compile_options") or {},
         "turn": res.get("turn"),
         "roofline": res.get("roofline"),
         "cudagraphs": res.get("cudagraphs") or [],

@@ -414,6 +414,11 @@ class EvalRecord:
     compile_cache: CompileCache | None = None
     """Where the compiled program came from (see :class:`CompileCache`); None in records of
     older versions."""
+    compile_options: dict[str, Any] = field(default_factory=dict)
+    """What the compiler compiled with, its defaults resolved (``Compiler.compiled_with``):
+    for the Inductor compilers torch.compile's arguments (``dynamic`` among them), the warm
+    compile, the compile threads and the capture options of Dynamo in force. ``{}`` for a
+    compiler that says nothing, a graph that failed before compiling, and older records."""
     turn: TurnReport | None = None
     """With ``--overlap``: the timing turn the graph was timed in; None otherwise."""
     layout_fixed: bool | None = None
