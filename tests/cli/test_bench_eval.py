@@ -296,6 +296,11 @@ def test_a_sample_of_tasks_grows_and_is_tabulated_with_intervals(
     table = capsys.readouterr().out
     assert "a sample of the 4 tasks of eval-fusible" in table
     assert re.search(r"\| \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \|", table)
+    page = tmp_path / "page.html"
+    assert main(["report", str(out), "--out", str(page)]) == 0
+    assert re.search(
+        r"<td>\d\.\d{3}<br><small>\[\d\.\d{3}, \d\.\d{3}\]</small></td>", page.read_text()
+    )
     # a sample taken by another rule is other tasks: not resumed into
     doc = json.loads((out / "tasks.json").read_text())
     (out / "tasks.json").write_text(json.dumps({**doc, "sample": {"of": 4, "order": "old"}}))
