@@ -306,6 +306,9 @@ def test_a_sample_of_tasks_grows_and_is_tabulated_with_intervals(
     (out / "tasks.json").write_text(json.dumps({**doc, "sample": {"of": 4, "order": "old"}}))
     assert main([*argv, "--tasks", "3"]) == 2
     assert "a sample in order 'old'" in capsys.readouterr().err
+    (out / "tasks.json").write_text(json.dumps({**doc, "sample": {**doc["sample"], "of": 9}}))
+    assert main([*argv, "--tasks", "3"]) == 2
+    assert "a sample of a split of 9 tasks, of 4 now" in capsys.readouterr().err
     (out / "tasks.json").write_text(json.dumps(doc))
     # the whole split grows out of the sample too, and is no sample then
     assert main(argv) == 0

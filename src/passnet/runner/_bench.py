@@ -138,6 +138,11 @@ def _check_index(out_dir: Path, index: BenchIndex) -> None:
         elif found.is_sample and all(now.get(f) == task for f, task in there.items()):
             if index.is_sample and index.sample_order != found.sample_order:
                 what = f"a sample in order {found.sample_order!r}, {index.sample_order!r} now"
+            elif index.is_sample and index.sampled_from != found.sampled_from:
+                what = (
+                    f"a sample of a split of {found.sampled_from} tasks, of "
+                    f"{index.sampled_from} now"
+                )
             else:
                 return  # a larger sample, or the whole split: the tasks there stay
         elif set(now) < set(there) and all(there[f] == task for f, task in now.items()):
