@@ -118,47 +118,68 @@ def _check_index(out_dir: Path, index: BenchIndex) -> None:
     if found is None:
         return
     found = replace(found, schema_version=index.schema_version)  # an older file, same run
-    if found == index:
+    if found == index or _grows(found, index):
         return
-    there = {t.folder: t for t in found.tasks}
-    now = {t.folder: t for t in index.tasks}
-    for field in ("split", "compiler", "device"):
-        if getattr(found, field) != getattr(index, field):
-            what = f"{field} {getattr(found, field)!r} there, {getattr(index, field)!r} now"
-            break
-    else:
-        apart = sorted(set(there) ^ set(now))
-        configs = sorted(
-            f
-            for f in now
-            if f in there and there[f].compiler_config_hash != now[f].compiler_config_hash
-        )
-        if configs:
-            what = f"another compiler configuration (first task: {configs[0]})"
-        elif found.is_sample and all(now.get(f) == task for f, task in there.items()):
-            if index.is_sample and index.sample_order != found.sample_order:
-                what = f"a sample in order {found.sample_order!r}, {index.sample_order!r} now"
-            elif index.is_sample and index.sampled_from != found.sampled_from:
-                what = (
-                    f"a sample of a split of {found.sampled_from} tasks, of "
-                    f"{index.sampled_from} now"
-                )
-            else:
-                return  # a larger sample, or the whole split: the tasks there stay
-        elif set(now) < set(there) and all(there[f] == task for f, task in now.items()):
-            what = (
-                f"a sample of {len(there)} of the split's {found.sampled_from} tasks"
-                if found.is_sample
-                else f"all {len(there)} tasks of the split"
-            ) + f"; this run asks for {len(now)}: give --tasks {len(there)} or more"
-        elif apart:
-            what = f"the split's tasks differ (first: {apart[0]})"
-        else:
-            what = "the tasks' graphs differ"
     raise StoreError(
-        f"this folder holds another benchmark run ({what}): use another --out",
+        f"this folder holds another benchmark run ({_difference(found, index)}): use another --out",
         path=out_dir / "tasks.json",
     )
+
+
+def _same_run(found: BenchIndex, index: BenchIndex) -> bool:
+    return (found.split, found.compiler, found.device) == (
+        index.split,
+        index.compiler,
+        index.device,
+    )
+
+
+def _same_sample_rule(found: BenchIndex, index: BenchIndex) -> bool:
+    """Whether ``index``, where it is a sample, samples the same split by the same rule."""
+    return not index.is_sample or (index.sample_order, index.sampled_from) == (
+        found.sample_order,
+        found.sampled_from,
+    )
+
+
+def _grows(found: BenchIndex, index: BenchIndex) -> bool:
+    """Whether ``index`` extends the sample ``found``: the same run and rule, and every
+    task of ``found`` in it as it was (a larger sample, or the whole split)."""
+    if not (found.is_sample and _same_run(found, index) and _same_sample_rule(found, index)):
+        return False
+    now = {t.folder: t for t in index.tasks}
+    return all(now.get(t.folder) == t for t in found.tasks)
+
+
+def _difference(found: BenchIndex, index: BenchIndex) -> str:
+    """What sets the run in the folder (``found``) apart from this one, in words."""
+    for field in ("split", "compiler", "device"):
+        if getattr(found, field) != getattr(index, field):
+            return f"{field} {getattr(found, field)!r} there, {getattr(index, field)!r} now"
+    there = {t.folder: t for t in found.tasks}
+    now = {t.folder: t for t in index.tasks}
+    configs = sorted(
+        f
+        for f in now
+        if f in there and there[f].compiler_config_hash != now[f].compiler_config_hash
+    )
+    if configs:
+        return f"another compiler configuration (first task: {configs[0]})"
+    if found.is_sample and index.sample_order not in (None, found.sample_order):
+        return f"a sample in order {found.sample_order!r}, {index.sample_order!r} now"
+    if found.is_sample and not _same_sample_rule(found, index):
+        return f"a sample of a split of {found.sampled_from} tasks, of {index.sampled_from} now"
+    if set(now) < set(there) and all(there[f] == task for f, task in now.items()):
+        held = (
+            f"a sample of {len(there)} of the split's {found.sampled_from} tasks"
+            if found.is_sample
+            else f"all {len(there)} tasks of the split"
+        )
+        return f"{held}; this run asks for {len(now)}: give --tasks {len(there)} or more"
+    apart = sorted(set(there) ^ set(now))
+    if apart:
+        return f"the split's tasks differ (first: {apart[0]})"
+    return "the tasks' graphs differ"
 
 
 def run_split(
