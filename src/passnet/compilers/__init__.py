@@ -27,7 +27,6 @@ from passnet.compilers._base import (
 from passnet.compilers._builtin import (
     DEFAULT_DYNAMIC,
     GRAPHNET_DYNAMO_OPTIONS,
-    compile_settings,
     compile_warm,
     dynamo_option_types,
     inductor_option_types,
@@ -62,7 +61,6 @@ __all__ = [
     "is_module_state",
     "mark_module_state",
     "check_config_type",
-    "compile_settings",
     "compile_warm",
     "compiler_info",
     "create_compiler",

@@ -30,7 +30,6 @@ __all__ = [
     "Inductor",
     "InductorMaxAutotune",
     "InductorSelectiveCudaGraphs",
-    "compile_settings",
     "compile_warm",
     "inductor_option_types",
     "stop_compile_workers",
@@ -146,16 +145,14 @@ class Inductor(Compiler):
             kwargs["mode"] = self.mode
         elif options:
             kwargs["options"] = options
-        # prepared: the first compile here already loads the program from the caches
-        warm = self.config.get("warm", True) and not self.cache_prepared
-        threads = self.config.get("compile_threads", self.default_compile_threads)
-        self.compiled_with = compile_settings(kwargs, warm, threads, dynamo)
         return compile_warm(
             module,
             example_inputs,
-            warm=warm,
-            compile_threads=threads,
+            # prepared: the first compile here already loads the program from the caches
+            warm=self.config.get("warm", True) and not self.cache_prepared,
+            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
             dynamo_options=dynamo,
+            settings=self.compiled_with,
             **kwargs,
         )
 
@@ -170,7 +167,7 @@ class Inductor(Compiler):
         return options, dynamo
 
 
-def compile_settings(
+def _compile_settings(
     kwargs: Mapping[str, Any],
     warm: bool,
     compile_threads: int | None,
@@ -201,6 +198,7 @@ def compile_warm(
     warm: bool = True,
     compile_threads: int | None = 1,
     dynamo_options: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Callable[..., Any]:
     """``torch.compile(module, **kwargs)``, compiled now; with ``warm``, compiled a second time.
@@ -228,6 +226,10 @@ def compile_warm(
     ``dynamo_options`` are options of ``torch._dynamo.config`` in force while compiling
     (Dynamo traces on the first call, which is made here); a later recompile, if a guard
     fails, traces under the process's own options.
+
+    ``settings``, where given, is filled before compiling with what this compiles with,
+    as plain JSON for a record (:func:`_compile_settings`): a compiler's
+    ``compiled_with``, kept also when the compile then fails.
     """
     if compile_threads is not None and (
         isinstance(compile_threads, bool)
@@ -238,6 +240,9 @@ def compile_warm(
             f"compiler config compile_threads must be a positive integer or None, "
             f"got {compile_threads!r}"
         )
+    if settings is not None:
+        settings.clear()
+        settings.update(_compile_settings(kwargs, warm, compile_threads, dynamo_options))
     import torch._inductor.config as inductor_config
 
     patch = {} if compile_threads is None else {"compile_threads": compile_threads}
@@ -409,18 +414,18 @@ class InductorSelectiveCudaGraphs(Inductor):
             self._decisions += [decision, *choices.decisions]
             return launched
 
-        threads = self.config.get("compile_threads", self.default_compile_threads)
-        kwargs = {"backend": backend, "dynamic": self.config.get("dynamic", DEFAULT_DYNAMIC)}
-        self.compiled_with = compile_settings(kwargs, False, threads, dynamo)
-        self.compiled_with["options"] = options  # Inductor's, given to each graph's compile
-        return compile_warm(
+        compiled = compile_warm(
             module,
             example_inputs,
             warm=False,
-            compile_threads=threads,
+            compile_threads=self.config.get("compile_threads", self.default_compile_threads),
+            backend=backend,
+            dynamic=self.config.get("dynamic", DEFAULT_DYNAMIC),
             dynamo_options=dynamo,
-            **kwargs,
+            settings=self.compiled_with,
         )
+        self.compiled_with["options"] = options  # Inductor's, given to each graph's compile
+        return compiled
 
     def cudagraph_decisions(self) -> list[CudaGraphDecision]:
         return list(getattr(self, "_decisions", []))

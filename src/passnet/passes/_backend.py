@@ -31,7 +31,6 @@ from passnet.compilers import (
     DEFAULT_DYNAMIC,
     Compiler,
     GraphedCall,
-    compile_settings,
     compile_warm,
     select_cudagraph,
 )
@@ -149,9 +148,13 @@ class _PassCompiler(Compiler):
                 make_opaque(result.graph_module, result.sites, manager.target, example_inputs)
             )
             # Compiled as the plain inductor compiler does (fresh Dynamo state, warm).
-            kwargs = {"backend": "inductor", "dynamic": DEFAULT_DYNAMIC}
-            self.compiled_with = compile_settings(kwargs, True, 1, None)
-            compiled = compile_warm(result.graph_module, example_inputs, **kwargs)
+            compiled = compile_warm(
+                result.graph_module,
+                example_inputs,
+                backend="inductor",
+                dynamic=DEFAULT_DYNAMIC,
+                settings=self.compiled_with,
+            )
         # Run once now, guarded: Triton kernels (and Inductor) compile here, so their
         # failures surface in the compile stage, and a replacement that computes with
         # torch is rejected before anything is timed.
