@@ -173,6 +173,7 @@ def task_intervals(
     each with all its subgraphs. None where fewer than two tasks were scored, and G-mean's
     None where no subgraph is correct at ``tolerance``."""
     terms = aggregate_log_terms(scored, report.params)
+    # per task: [Σ log-AS terms, graphs, Σ log speedups of correct graphs, correct graphs]
     tasks: dict[str, list[float]] = {}
     for outcome, term in zip(scored, terms, strict=True):
         sums = tasks.setdefault(outcome.group, [0.0, 0.0, 0.0, 0.0])

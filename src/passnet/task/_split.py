@@ -85,15 +85,18 @@ class Split:
 
     def sample(self, k: int) -> Split:
         """The split's first ``k`` tasks in :func:`sample_order`, kept in folder order
-        (the whole split where ``k`` covers it). ``k`` must be positive."""
+        (the whole split where ``k`` covers it). ``k`` must be positive, and the split
+        whole: the order places each task by its family's size in the whole split, so a
+        sample of a sample would not be the split's sample."""
         if k < 1:
             raise ValueError(f"a sample needs at least one task, got {k}")
-        total = self.sampled_from or len(self.tasks)
+        if self.sampled_from is not None:
+            raise ValueError("a sample is taken of the whole split, not of a sample of it")
         if k >= len(self.tasks):
             return self
         chosen = {task.path.name for task in sample_order(self.tasks)[:k]}
         kept = tuple(task for task in self.tasks if task.path.name in chosen)
-        return replace(self, tasks=kept, sampled_from=total)
+        return replace(self, tasks=kept, sampled_from=len(self.tasks))
 
     def graph_labels(self, task: Task) -> list[str]:
         """The record labels of ``task``'s graphs: ``<task folder>/<graph_list.txt line>``,
