@@ -23,22 +23,11 @@ import statistics
 from collections.abc import Sequence
 
 from passnet.record import EvalRecord, read_records
+from passnet.score import gmean
 from passnet.status import Status
 
 EDGES_MS = (0.03, 0.05, 0.08, 0.12, 0.2)
 """The eager call's median time, in ms, at which the bins of the table break."""
-
-
-def _gmean(values: Sequence[float]) -> float:
-    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
-
-
-def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float:
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    cov = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    vx = math.fsum((x - mx) ** 2 for x in xs)
-    vy = math.fsum((y - my) ** 2 for y in ys)
-    return cov / math.sqrt(vx * vy)
 
 
 def _timed(records: Sequence[EvalRecord]) -> list[EvalRecord]:
@@ -77,7 +66,9 @@ def report(records: Sequence[EvalRecord]) -> str:
     )
     logs = [math.log(r.speedup_e2e) for r in timed]  # type: ignore[arg-type]
     size = [math.log(eager[r.graph]) for r in timed]
-    lines.append(f"correlation of log speedup with log eager time: {_correlation(size, logs):.2f}")
+    lines.append(
+        f"correlation of log speedup with log eager time: {statistics.correlation(size, logs):.2f}"
+    )
     lines += [
         "",
         "| eager call (ms) | graphs | slower than eager | G-mean | median compiled − eager (ms) |",
@@ -94,8 +85,8 @@ def report(records: Sequence[EvalRecord]) -> str:
             continue
         slow = sum(1 for r in group if r.speedup_e2e < 1.0)  # type: ignore[operator]
         gap = statistics.median(compiled[r.graph] - eager[r.graph] for r in group)
-        gmean = _gmean([r.speedup_e2e for r in group])  # type: ignore[misc]
-        lines.append(f"| {_bin_label(lo, hi)} | {len(group)} | {slow} | {gmean:.3f} | {gap:+.4f} |")
+        g = gmean([r.speedup_e2e for r in group])  # type: ignore[misc]
+        lines.append(f"| {_bin_label(lo, hi)} | {len(group)} | {slow} | {g:.3f} | {gap:+.4f} |")
     return "\n".join(lines)
 
 
