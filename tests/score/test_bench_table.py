@@ -311,6 +311,8 @@ def test_a_sample_runs_figures_come_with_intervals_over_tasks(tmp_path: Path) ->
     assert f"{row.gmean_speedup:.3f} [{low:.3f}, {high:.3f}]" in bench_markdown([row])
     note = next(n for n in bench_notes([row]) if "a sample of the 200 tasks" in n)
     assert "12 tasks scored" in note and "95% bootstrap interval over tasks" in note
+    (one,) = (n for n in bench_notes([dataclasses.replace(row, n_tasks=1)]) if "a sample" in n)
+    assert "1 task scored" in one
     doc = bench_table_dict([row])["runs"][0]
     assert doc["sampled_from"] == 200
     assert doc["gmean_speedup_interval"] == [low, high]

@@ -370,7 +370,8 @@ def bench_notes(rows: Sequence[BenchRow]) -> list[str]:
         if row.sampled_from is not None:
             notes.append(
                 f"{row.name}: a sample of the {row.sampled_from} tasks of {row.split} "
-                f"(bench eval --tasks; {row.n_tasks} tasks scored); [low, high]: 95% "
+                f"(bench eval --tasks; {row.n_tasks} task{'' if row.n_tasks == 1 else 's'} scored); "
+                "[low, high]: 95% "
                 "bootstrap interval over tasks"
             )
         if row.n_expected is not None and row.n_subgraphs + row.n_excluded < row.n_expected:
