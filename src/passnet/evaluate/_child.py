@@ -318,7 +318,7 @@ def _blame_the_sample(
 ) -> None:
     """After the compiled side failed: if eager fails on the same inputs, the sample is broken.
 
-    Design §5.4: ``sample_error`` is "eager itself fails", whichever side ran first.
+    ``sample_error`` means "eager itself fails" (docs/scoring.md), whichever side ran first.
     Not when the compiled side ran out of memory (eager would run short of what it
     still holds), nor when the device is no longer usable (a CUDA error such as an
     illegal address is sticky: eager would fail for the compiler's fault).
