@@ -10,8 +10,11 @@ large ones faster::
     python3 benchmarks/passbench/slowdown_by_size.py \\
         benchmarks/passbench/results/baselines_h200/eval-fusible-inductor-dynamic_false/results.jsonl
 
-Kernel counts and host/device splits need the kernel profile (``--profile-kernels``) of a
-GPU run; this script reads only what every timed record holds.
+Where the records carry a kernel profile on both sides (a GPU run with
+``--profile-kernels``), a last table divides each side's call into what the GPU ran (the
+summed device activities per call) and the rest (the call's host work and the gaps
+between its launches): the near-constant compiled call is then host work or kernels, by
+the records.
 """
 
 from __future__ import annotations
@@ -87,7 +90,33 @@ def report(records: Sequence[EvalRecord]) -> str:
         gap = statistics.median(compiled[r.graph] - eager[r.graph] for r in group)
         g = gmean([r.speedup_e2e for r in group])  # type: ignore[misc]
         lines.append(f"| {_bin_label(lo, hi)} | {len(group)} | {slow} | {g:.3f} | {gap:+.4f} |")
+    lines += _kernel_split(timed)
     return "\n".join(lines)
+
+
+def _kernel_split(timed: Sequence[EvalRecord]) -> list[str]:
+    """Each side's call divided into device activity and the rest, over the graphs profiled
+    on both sides (medians); nothing without a profile."""
+    both = [r for r in timed if r.eager.kernels and r.compiled.kernels]  # type: ignore[union-attr]
+    if not both:
+        return []
+    lines = [
+        "",
+        f"kernel profile ({len(both)} graphs profiled on both sides; medians per call):",
+        "",
+        "| side | call (ms) | on the GPU (ms) | the rest (ms) | activities |",
+        "|---|---|---|---|---|",
+    ]
+    for side in ("eager", "compiled"):
+        timings = [getattr(r, side) for r in both]
+        call = [t.e2e.median_ms for t in timings]
+        gpu = [t.kernels.ms_per_call for t in timings]
+        lines.append(
+            f"| {side} | {statistics.median(call):.4f} | {statistics.median(gpu):.4f} | "
+            f"{statistics.median(c - g for c, g in zip(call, gpu, strict=True)):.4f} | "
+            f"{statistics.median(t.kernels.activities_per_call for t in timings):g} |"
+        )
+    return lines
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ docs/results/passbench_gn.md quotes is what the script prints."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from passnet.record import read_records
+from passnet.record import KernelProfile, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "passbench" / "slowdown_by_size.py"
@@ -44,3 +45,27 @@ def test_every_timed_graph_is_in_one_bin_and_the_docs_quote_the_table(script) ->
 def test_too_few_graphs_is_said(script) -> None:
     with pytest.raises(SystemExit, match="0 correct timed graphs"):
         script.report([])
+
+
+def test_a_kernel_profile_divides_each_sides_call_into_gpu_time_and_the_rest(script) -> None:
+    records = read_records(RECORDS)
+    assert "kernel profile" not in script.report(records)  # these records hold none
+    timed = [r for r in records if r.status.value == "ok" and r.speedup_e2e is not None][:3]
+    profiled = [
+        dataclasses.replace(
+            r,
+            eager=dataclasses.replace(r.eager, kernels=KernelProfile(0.01 * (i + 1), 3.0, 20)),
+            compiled=dataclasses.replace(r.compiled, kernels=KernelProfile(0.005, 1.0, 20)),
+        )
+        for i, r in enumerate(timed)
+    ]
+    text = script.report(profiled + records[3:])
+    assert "kernel profile (3 graphs profiled on both sides; medians per call):" in text
+    row = {line.split("|")[1].strip(): line.split("|")[2:6] for line in text.splitlines()[-2:]}
+    eager_ms = sorted(r.eager.e2e.median_ms for r in timed)[1]
+    assert float(row["eager"][0]) == pytest.approx(eager_ms, abs=1e-4)
+    assert float(row["eager"][1]) == pytest.approx(0.02)
+    assert float(row["compiled"][1]) == pytest.approx(0.005)
+    rest = sorted(r.compiled.e2e.median_ms - 0.005 for r in timed)[1]
+    assert float(row["compiled"][2]) == pytest.approx(rest, abs=1e-4)
+    assert row["eager"][3].strip() == "3" and row["compiled"][3].strip() == "1"
