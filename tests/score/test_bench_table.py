@@ -32,6 +32,7 @@ from passnet.score import (
     compute_scores,
     default_group_of,
     load_bench_runs,
+    paired_ratios,
     speedup_bin,
 )
 from passnet.status import Status
@@ -343,3 +344,51 @@ def test_a_wider_spread_between_tasks_widens_the_interval() -> None:
         assert row.gmean_interval is not None
         width.append(row.gmean_interval[1] / row.gmean_interval[0])
     assert width[0] == pytest.approx(1.0) and width[1] > 1.5
+
+
+def _scaled(records: list[EvalRecord], factor: float) -> list[EvalRecord]:
+    """The same graphs with every speedup times ``factor`` (failures stay failures)."""
+    return [
+        dataclasses.replace(r, speedup_e2e=r.speedup_e2e * factor) if r.speedup_e2e else r
+        for r in records
+    ]
+
+
+def _sample_row(tmp_path: Path, name: str, records: list[EvalRecord]):
+    (run,) = load_bench_runs(name, _write_run(tmp_path / name, records, _sampled(_index(records))))
+    return bench_row(run)
+
+
+def test_two_sample_runs_on_the_same_tasks_are_compared_paired(tmp_path: Path) -> None:
+    records = _many_tasks()
+    first = _sample_row(tmp_path, "inductor", records)
+    faster = _sample_row(tmp_path, "faster", _scaled(records, 1.25))
+    (pair,) = paired_ratios([first, faster])
+    assert (pair.name, pair.versus, pair.n_tasks) == ("faster", "inductor", 12)
+    assert pair.gmean_ratio == pytest.approx(1.25)
+    # every task moves by the same factor: paired, nothing varies; unpaired, the tasks'
+    # own spread makes each run's interval wide and the two overlap
+    assert pair.gmean_interval == pytest.approx((1.25, 1.25))
+    assert first.gmean_interval[1] > faster.gmean_interval[0]
+    low, high = pair.as_interval
+    assert low * (1 - 1e-9) <= pair.as_ratio <= high * (1 + 1e-9)
+    # a run against itself: ratio 1 in every resample
+    (same,) = paired_ratios([first, _sample_row(tmp_path, "again", records)])
+    assert same.gmean_interval == pytest.approx((1.0, 1.0))
+    assert same.as_interval == pytest.approx((1.0, 1.0))
+    note = bench_notes([first, faster])[-1]
+    assert note.startswith("faster over inductor, paired on the same 12 tasks: G-mean ×1.250")
+    doc = bench_table_dict([first, faster])
+    assert doc["paired"][0]["gmean_ratio"] == pytest.approx(1.25)
+    assert doc["paired"][0]["versus"] == "inductor"
+
+
+def test_runs_over_other_tasks_or_not_samples_are_not_paired(tmp_path: Path) -> None:
+    records = _many_tasks()
+    first = _sample_row(tmp_path, "inductor", records)
+    fewer = _sample_row(tmp_path, "fewer", [r for r in records if not r.graph.startswith("t00")])
+    (whole,) = load_bench_runs("whole", _write_run(tmp_path / "w", records, _index(records)))
+    assert paired_ratios([first, fewer]) == []
+    assert paired_ratios([first, bench_row(whole)]) == []
+    assert paired_ratios([bench_row(whole), first]) == []
+    assert not any("paired" in n for n in bench_notes([first, fewer]))

@@ -19,7 +19,10 @@ errors, graphs too large), so AS and the ratios count the same subgraphs.
 A run of a sample of the split's tasks (``bench eval --tasks K``) estimates the split's
 figures: its G-mean and AS come with 95 % percentile bootstrap intervals over tasks (the
 tasks drawn again with replacement, each with all its subgraphs, :data:`BOOTSTRAP_RESAMPLES`
-times from a fixed seed, so the interval is a function of the records alone).
+times from a fixed seed, so the interval is a function of the records alone). Two sample
+runs over the same tasks are compared paired (:func:`paired_ratios`): each resample draws
+the same tasks for both, so what the tasks share (their size, their family) cancels in
+the ratio of their G-means and of their AS.
 """
 
 from __future__ import annotations
@@ -56,12 +59,14 @@ __all__ = [
     "SPEEDUP_BINS",
     "BenchRow",
     "BenchRun",
+    "PairedRatio",
     "bench_markdown",
     "bench_notes",
     "bench_row",
     "bench_table",
     "bench_table_dict",
     "load_bench_runs",
+    "paired_ratios",
     "speedup_bin",
     "task_intervals",
 ]
@@ -127,6 +132,11 @@ class BenchRow:
     """A sample run's 95 % bootstrap interval of AS over tasks (None otherwise)."""
     graphs: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     """Identities of the run's graphs (graph_hash, else the label): to compare runs."""
+    task_sums: tuple[tuple[str, float, float, float, float], ...] = field(
+        default=(), repr=False, compare=False
+    )
+    """A sample run's per-task sums behind its intervals, by task name: (task, Σ log-AS
+    terms, subgraphs, Σ log speedups of the correct subgraphs, correct subgraphs)."""
     score: ScoreReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -165,15 +175,12 @@ def _listed(interval: tuple[float, float] | None) -> list[float] | None:
     return None if interval is None else list(interval)
 
 
-def task_intervals(
+def _task_sums(
     scored: Sequence[GraphOutcome], tolerance: int, report: ScoreReport
-) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
-    """(G-mean's, AS's) 95 % percentile bootstrap intervals over the tasks (groups) of
-    ``scored``, the outcomes ``report`` scored: tasks are drawn again with replacement,
-    each with all its subgraphs. None where fewer than two tasks were scored, and G-mean's
-    None where no subgraph is correct at ``tolerance``."""
+) -> tuple[tuple[str, float, float, float, float], ...]:
+    """Per task (group) of ``scored``, by name: (task, Σ log-AS terms, subgraphs, Σ log
+    speedups of the subgraphs correct at ``tolerance``, those subgraphs)."""
     terms = aggregate_log_terms(scored, report.params)
-    # per task: [Σ log-AS terms, graphs, Σ log speedups of correct graphs, correct graphs]
     tasks: dict[str, list[float]] = {}
     for outcome, term in zip(scored, terms, strict=True):
         sums = tasks.setdefault(outcome.group, [0.0, 0.0, 0.0, 0.0])
@@ -182,22 +189,105 @@ def task_intervals(
         if outcome.scores_speedup_at(tolerance) and outcome.speedup is not None:
             sums[2] += math.log(outcome.speedup)
             sums[3] += 1
-    if len(tasks) < 2:
-        return None, None
-    table = np.array([tasks[name] for name in sorted(tasks)])
+    return tuple((name, *tasks[name]) for name in sorted(tasks))  # type: ignore[misc]
+
+
+def _resampled(sums: tuple[tuple[str, float, float, float, float], ...]) -> np.ndarray:
+    """The per-task sums added up over each of :data:`BOOTSTRAP_RESAMPLES` draws of the
+    tasks with replacement (rows: resamples; columns: the four sums). The draws depend on
+    the number of tasks alone, so two runs over the same tasks get the same draws."""
+    table = np.array([row[1:] for row in sums], dtype=float)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    drawn = table[rng.integers(0, len(table), size=(BOOTSTRAP_RESAMPLES, len(table)))].sum(1)
-    edges = [100 * (1 - INTERVAL) / 2, 100 * (1 + INTERVAL) / 2]
+    return table[rng.integers(0, len(table), size=(BOOTSTRAP_RESAMPLES, len(table)))].sum(1)
 
-    def interval(logs: np.ndarray) -> tuple[float, float]:
-        low, high = np.exp(np.percentile(logs, edges))
-        return float(low), float(high)
 
-    as_interval = interval(drawn[:, 0] / drawn[:, 1])
+def _percentiles(logs: np.ndarray) -> tuple[float, float]:
+    low, high = np.exp(np.percentile(logs, [100 * (1 - INTERVAL) / 2, 100 * (1 + INTERVAL) / 2]))
+    return float(low), float(high)
+
+
+def _log_means(drawn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per resample: log AS, log G-mean (NaN without a correct subgraph), and which
+    resamples have a correct subgraph."""
     timed = drawn[:, 3] > 0
-    if not timed.any():
-        return None, as_interval
-    return interval(drawn[timed, 2] / drawn[timed, 3]), as_interval
+    log_gmean = np.full(len(drawn), np.nan)
+    log_gmean[timed] = drawn[timed, 2] / drawn[timed, 3]
+    return drawn[:, 0] / drawn[:, 1], log_gmean, timed
+
+
+def task_intervals(
+    scored: Sequence[GraphOutcome], tolerance: int, report: ScoreReport
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(G-mean's, AS's) 95 % percentile bootstrap intervals over the tasks (groups) of
+    ``scored``, the outcomes ``report`` scored: tasks are drawn again with replacement,
+    each with all its subgraphs. None where fewer than two tasks were scored, and G-mean's
+    None where no subgraph is correct at ``tolerance``."""
+    sums = _task_sums(scored, tolerance, report)
+    if len(sums) < 2:
+        return None, None
+    log_as, log_gmean, timed = _log_means(_resampled(sums))
+    gmean_interval = _percentiles(log_gmean[timed]) if timed.any() else None
+    return gmean_interval, _percentiles(log_as)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """One sample run's G-mean and AS over another's on the same tasks, with 95 % paired
+    bootstrap intervals (each resample draws the same tasks for both runs)."""
+
+    name: str
+    versus: str
+    n_tasks: int
+    gmean_ratio: float | None
+    """None where either run has no correct subgraph."""
+    gmean_interval: tuple[float, float] | None
+    as_ratio: float
+    as_interval: tuple[float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.name,
+            "versus": self.versus,
+            "n_tasks": self.n_tasks,
+            "gmean_ratio": self.gmean_ratio,
+            "gmean_ratio_interval": _listed(self.gmean_interval),
+            "aggregated_speedup_ratio": self.as_ratio,
+            "aggregated_speedup_ratio_interval": list(self.as_interval),
+        }
+
+
+def paired_ratios(rows: Sequence[BenchRow]) -> list[PairedRatio]:
+    """Each later sample run of ``rows`` over the first, where both are samples scored
+    over the same tasks (at least two); nothing for other runs."""
+    if not rows or not rows[0].task_sums:
+        return []
+    first = rows[0]
+    tasks = [t[0] for t in first.task_sums]
+    if len(tasks) < 2:
+        return []
+    base_as, base_gmean, base_timed = _log_means(_resampled(first.task_sums))
+    out = []
+    for row in rows[1:]:
+        if [t[0] for t in row.task_sums] != tasks:
+            continue
+        log_as, log_gmean, timed = _log_means(_resampled(row.task_sums))
+        both = timed & base_timed
+        gmean_ratio = gmean_interval = None
+        if row.gmean_speedup and first.gmean_speedup and both.any():
+            gmean_ratio = row.gmean_speedup / first.gmean_speedup
+            gmean_interval = _percentiles(log_gmean[both] - base_gmean[both])
+        out.append(
+            PairedRatio(
+                name=row.name,
+                versus=first.name,
+                n_tasks=len(tasks),
+                gmean_ratio=gmean_ratio,
+                gmean_interval=gmean_interval,
+                as_ratio=row.aggregated_speedup / first.aggregated_speedup,
+                as_interval=_percentiles(log_as - base_as),
+            )
+        )
+    return out
 
 
 def _graph_id(record: EvalRecord) -> str:
@@ -261,8 +351,10 @@ def bench_row(
     sample_cr, n_tasks = sample_correctness(scored, tolerance)
     index = run.index
     gmean_interval = as_interval = None
+    task_sums: tuple[tuple[str, float, float, float, float], ...] = ()
     if index is not None and index.is_sample:
         gmean_interval, as_interval = task_intervals(scored, tolerance, report)
+        task_sums = _task_sums(scored, tolerance, report)
     return BenchRow(
         name=run.name,
         compiler=index.compiler if index else ", ".join(sorted({r.compiler for r in records})),
@@ -284,6 +376,7 @@ def bench_row(
         gmean_interval=gmean_interval,
         as_interval=as_interval,
         graphs=frozenset(_graph_id(r) for r in records),
+        task_sums=task_sums,
         score=report,
     )
 
@@ -384,6 +477,18 @@ def bench_notes(rows: Sequence[BenchRow]) -> list[str]:
                 f"{row.name}: {row.n_excluded} subgraphs left out of N (sample errors: eager "
                 "itself fails; or too large to evaluate), as scores leave them out"
             )
+    for pair in paired_ratios(rows):
+        gmean_text = (
+            "-"
+            if pair.gmean_ratio is None or pair.gmean_interval is None
+            else f"×{pair.gmean_ratio:.3f} [{pair.gmean_interval[0]:.3f}, "
+            f"{pair.gmean_interval[1]:.3f}]"
+        )
+        notes.append(
+            f"{pair.name} over {pair.versus}, paired on the same {pair.n_tasks} tasks: G-mean "
+            f"{gmean_text}, AS ×{pair.as_ratio:.3f} [{pair.as_interval[0]:.3f}, "
+            f"{pair.as_interval[1]:.3f}] (95% paired bootstrap interval)"
+        )
     sets = {row.name: row.graphs for row in rows}
     if len(rows) > 1 and len({frozenset(g) for g in sets.values()}) > 1:
         first = rows[0]
@@ -439,5 +544,6 @@ def bench_table_dict(rows: Sequence[BenchRow]) -> dict[str, Any]:
         "speedup_kind": rows[0].speedup_kind if rows else "e2e",
         "speedup_bins": list(SPEEDUP_BINS),
         "runs": [row.to_dict() for row in rows],
+        "paired": [pair.to_dict() for pair in paired_ratios(rows)],
         "notes": bench_notes(rows),
     }
