@@ -8,9 +8,11 @@ no evaluation ran for more than ``--gap`` seconds. Per step: graphs, the span (t
 evaluation's start to the last one's end), graphs per minute over that span, and the time
 the timing turns filled (with ``--overlap``, a graph's timed rounds run in a turn that
 stops every other evaluation it covers, so what the turns fill is time in which nothing
-else advanced), as seconds, as a share of the span, and per graph; and the mean of the
-evaluations' phases per graph (a stopped evaluation's phase counts the time it was
-stopped).
+else advanced), as seconds, as a share of the span, and per graph; the seconds of the
+timed calls the records keep (calls times mean, both sides: what a turn is for; the rest
+of a turn is warm-up, series a re-measurement replaced, and the work around each call);
+and the mean of the evaluations' phases per graph (a stopped evaluation's phase counts
+the time it was stopped).
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def steps(records: Sequence[EvalRecord], gap_s: float) -> list[list[EvalRecord]]
     return out
 
 
+def _kept_calls_s(record: EvalRecord) -> float:
+    """Seconds of the timed calls a record keeps, both sides (0 for an untimed graph)."""
+    sides = [t.e2e for t in (record.eager, record.compiled) if t is not None]
+    return sum(stats.n * stats.mean_ms for stats in sides) / 1000
+
+
 def report(records: Sequence[EvalRecord], gap_s: float = 15.0) -> str:
     """The table, as Markdown."""
     dated = [r for r in records if r.started_at and r.finished_at]
@@ -50,9 +58,8 @@ def report(records: Sequence[EvalRecord], gap_s: float = 15.0) -> str:
         raise SystemExit("no record says when it ran (started_at, finished_at)")
     lines = [
         "| step | graphs | span (s) | graphs/min | turns (s) | turns/span | turn per graph (s) | "
-        + " | ".join(f"{p} (s/graph)" for p in PHASES)
-        + " |",
-        "|---" * (7 + len(PHASES)) + "|",
+        "kept calls (s) | " + " | ".join(f"{p} (s/graph)" for p in PHASES) + " |",
+        "|---" * (8 + len(PHASES)) + "|",
     ]
     for i, step in enumerate(steps(dated, gap_s), 1):
         span = max(_ts(r.finished_at) for r in step) - min(_ts(r.started_at) for r in step)
@@ -61,11 +68,11 @@ def report(records: Sequence[EvalRecord], gap_s: float = 15.0) -> str:
         per_min = f"{60 * len(step) / span:.1f}" if span > 0 else "-"
         share = f"{turns / span:.0%}" if span > 0 and timed else "-"
         per_graph = f"{turns / timed:.2f}" if timed else "-"
+        calls = sum(_kept_calls_s(r) for r in step)
         phases = [statistics.fmean(r.phases_s.get(p, 0.0) for r in step) for p in PHASES]
         lines.append(
             f"| {i} | {len(step)} | {span:.0f} | {per_min} | {turns:.0f} | {share} | {per_graph} | "
-            + " | ".join(f"{v:.2f}" for v in phases)
-            + " |"
+            f"{calls:.0f} | " + " | ".join(f"{v:.2f}" for v in phases) + " |"
         )
     return "\n".join(lines)
 
