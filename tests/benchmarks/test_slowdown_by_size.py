@@ -4,17 +4,15 @@ docs/results/passbench_gn.md quotes is what the script prints."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from passnet.record import KernelProfile, read_records
+from tests.benchmarks.scripts import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "passbench" / "slowdown_by_size.py"
 RECORDS = (
     ROOT
     / "benchmarks/passbench/results/baselines_h200/eval-fusible-inductor-dynamic_false"
@@ -24,12 +22,8 @@ RECORDS = (
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("slowdown_by_size", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["slowdown_by_size"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["slowdown_by_size"]
+    with benchmark_script("passbench/slowdown_by_size.py") as module:
+        yield module
 
 
 def test_every_timed_graph_is_in_one_bin_and_the_docs_quote_the_table(script) -> None:

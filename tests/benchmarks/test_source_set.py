@@ -4,24 +4,18 @@ corpus files, the sweep statuses and the rule, and obeys the rule (on a syntheti
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dataset" / "source_set.py"
+from tests.benchmarks.scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def ss():
-    spec = importlib.util.spec_from_file_location("source_set", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["source_set"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["source_set"]
+    with benchmark_script("dataset/source_set.py") as module:
+        yield module
 
 
 MODEL = """import torch

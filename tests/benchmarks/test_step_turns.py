@@ -4,27 +4,21 @@ are the device calls' steps, and docs/results/passbench_gn.md quotes its table."
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from passnet.record import read_records
+from tests.benchmarks.scripts import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "passbench" / "step_turns.py"
 RUNS = ROOT / "benchmarks" / "passbench" / "results" / "baselines_h200"
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("step_turns", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["step_turns"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["step_turns"]
+    with benchmark_script("passbench/step_turns.py") as module:
+        yield module
 
 
 def test_the_steps_are_the_calls_and_the_docs_quote_the_table(script) -> None:
