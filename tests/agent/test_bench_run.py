@@ -172,11 +172,12 @@ def test_a_submission_that_leaves_no_records_is_a_failed_episode_run_again(
 
 
 class _InterruptedAt(LibraryPolicy):
-    """The library policy; when its episode on ``mlp-a`` starts, the process gets SIGINT
-    (Ctrl-C: a KeyboardInterrupt in the main thread, while the episode runs in its own)."""
+    """The library policy; when its episode on ``mlp-b`` starts, the process gets SIGINT
+    (Ctrl-C: a KeyboardInterrupt in the main thread, while the episode runs in its own;
+    one worker, so ``mlp-a`` has ended and ``mlp-c`` waits in the queue)."""
 
     def start(self, task: Task) -> None:
-        if task.path.name == "mlp-a":
+        if task.path.name == "mlp-b":
             os.kill(os.getpid(), signal.SIGINT)
         super().start(task)
 
@@ -188,11 +189,12 @@ def test_an_interrupt_keeps_finished_tasks_and_starts_no_other(tmp_path: Path) -
     with pytest.raises(KeyboardInterrupt):
         run_agent_split(split, _InterruptedAt, out, config=config)
     records = read_records(out / "results.jsonl")
-    # the episode under way ended and was kept; the queued ones were not started
-    assert [r.graph for r in records] == ["mlp-a/graphs/float32/0/mlp"]
-    assert [p.name.split("-task")[0] for p in (out / "episodes").iterdir()] == ["mlp-a"]
+    # the episode under way ended and was kept; the one queued was not started
+    assert sorted(r.graph.split("/")[0] for r in records) == ["mlp-a", "mlp-b"]
+    episodes = sorted(p.name.split("-task")[0] for p in (out / "episodes").iterdir())
+    assert episodes == ["mlp-a", "mlp-b"]
     again = run_agent_split(split, LibraryPolicy, out, config=config)
-    assert again.agent.skipped == 1 and len(again.records) == 3
+    assert again.agent.skipped == 2 and len(again.records) == 3
 
 
 def test_usage_errors_stop_before_any_work(

@@ -19,7 +19,7 @@ examples:
   passnet agent run tasks/* --model gpt-4.1 --base-url https://api.openai.com/v1 \\
       --api-key-env OPENAI_API_KEY --workers 4 --max-steps 50 --out runs/agent
   passnet agent run tasks/* --policy library --out runs/library     # no model: the baseline
-  passnet agent run eval-fusible --policy library --tasks 20 --device cuda \
+  passnet agent run eval-fusible --policy library --tasks 20 --device cuda \\
       --out runs/eval-fusible-library           # a benchmark row: passnet bench table reads it
 Re-running the same command resumes: episodes already in OUT/trajectories.jsonl are skipped.
 Given a split (a split name of the shipped benchmark, a split folder, or a benchmark folder
@@ -130,7 +130,14 @@ def _cmd_run(args: argparse.Namespace, console: Any) -> int:
         highlight=False,
         markup=False,
     )
-    run = run_agent_split(split, make_policy, out, **options)
+    try:
+        run = run_agent_split(split, make_policy, out, **options)
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted: the finished tasks' records and trajectories are saved; "
+            "rerun the command to resume"
+        )
+        raise
     status = _print_episodes(run.agent, console)
     console.print(
         f"results: {run.out_dir / 'results.jsonl'} ({len(run.records)} of "

@@ -124,7 +124,9 @@ def load_split(path: str | Path, name: str | None = None) -> Split:
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     not_tasks = [p for p in folders if not is_task_folder(p)]
     if not_tasks:
-        splits = [p.name for p in folders if any(is_task_folder(c) for c in p.iterdir() if c.is_dir())]
+        splits = [
+            p.name for p in folders if any(is_task_folder(c) for c in p.iterdir() if c.is_dir())
+        ]
         if splits:
             raise TaskError(
                 f"this is a benchmark folder, not a split: name one of its splits "
