@@ -13,6 +13,7 @@ One module per concept::
     _policy      policies: a chat model through the openai client
     _library_policy  the baseline without a model: reference passes that fit the task
     _loop        episodes, tasks side by side, resume, best snapshots
+    _bench       a policy as a benchmark row: a split's episodes, their submissions' records
     _trajectory  trajectories.jsonl and SFT exports (openai, sharegpt)
     _serve       passnet serve: the evaluation as an authenticated HTTP reward endpoint
     _verifiers   the adapter for the ``verifiers`` RL framework (load_environment)
@@ -21,6 +22,7 @@ The reward never comes from anything the agent wrote: it is computed from the re
 of the isolated evaluation child. See ``docs/agent.md``.
 """
 
+from passnet.agent._bench import AgentSplitSummary, episode_pass_dir, run_agent_split
 from passnet.agent._diagnostics import render_evaluation
 from passnet.agent._env import STOP_REASONS, EnvConfig, Observation, PassEnv
 from passnet.agent._errors import AgentError
@@ -30,6 +32,7 @@ from passnet.agent._evaluator import (
     Evaluation,
     evaluate_pass_dir,
     local_executor,
+    pass_dir_config,
     quick_settings,
     reward_of,
 )
@@ -84,6 +87,7 @@ __all__ = [
     "TRAJECTORIES_FILE",
     "AgentError",
     "AgentRunSummary",
+    "AgentSplitSummary",
     "EnvConfig",
     "Evaluation",
     "LibraryPolicy",
@@ -104,12 +108,14 @@ __all__ = [
     "candidate_passes",
     "check_endpoint_options",
     "episode_name",
+    "episode_pass_dir",
     "evaluate_pass_dir",
     "export_trajectories",
     "get_tool",
     "inspect_graph",
     "load_environment",
     "local_executor",
+    "pass_dir_config",
     "needed_rules",
     "parse_call",
     "pattern_ops",
@@ -120,6 +126,7 @@ __all__ = [
     "require_openai",
     "reward_of",
     "run_agent",
+    "run_agent_split",
     "run_episode",
     "task_dtypes",
     "task_messages",

@@ -221,6 +221,34 @@ class PassEnv:
         reward = self.reward if (terminated or truncated) else 0.0
         return Observation((message,)), reward, terminated, truncated, info
 
+    def submitted_evaluation(self) -> Evaluation:
+        """The evaluation of what the ended episode submitted: the submission's final
+        evaluation, or, for an episode that ended without one (a budget ran out), a fresh
+        evaluation with full timing of the task's pass_dir as given (nothing submitted leaves
+        the task as it was). For the latter the episode's pass_dir is restored to the task's
+        files (its trajectory keeps what the agent left) and evaluated where the submission
+        would have been, into ``evals/NN-unsubmitted``: its records carry the configuration
+        a submission's would. The episode's best reward is left as it was."""
+        if not self.done or self.task is None or self.workspace is None or not self.episode_dir:
+            raise AgentError("the episode has not ended: nothing was submitted yet")
+        if self.final is not None:
+            return self.final
+        root = self.workspace.root
+        shutil.rmtree(root)
+        self.workspace = Workspace.copy_of(self.task.pass_dir, root)
+        index = len(self.evaluations) + 1
+        evaluation = evaluate_pass_dir(
+            self.task,
+            root,
+            self.episode_dir / "evals" / f"{index:02d}-unsubmitted",
+            settings=self.config.final_settings,
+            device=self.config.device,
+            executor=self.executor,
+            b=self.config.b,
+        )
+        self.evaluations.append(evaluation)
+        return evaluation
+
     def end(self, stop_reason: str) -> None:
         """End the episode from outside (a token budget, a failing endpoint): truncated,
         reward :data:`~passnet.agent.MIN_REWARD` (nothing submitted)."""

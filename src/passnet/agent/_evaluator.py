@@ -47,6 +47,7 @@ __all__ = [
     "Evaluation",
     "evaluate_pass_dir",
     "local_executor",
+    "pass_dir_config",
     "quick_settings",
     "reward_of",
 ]
@@ -180,6 +181,13 @@ _PHASE_GROUP = {
 }
 
 
+def pass_dir_config(task: Task, pass_dir: Path) -> dict[str, str]:
+    """The ``pass_mgr`` configuration :func:`evaluate_pass_dir` evaluates ``pass_dir`` with
+    on ``task`` (the task's const_pass_dir kept): its records carry this configuration's
+    hash."""
+    return {**task.compiler_config(), "pass_dir": str(pass_dir)}
+
+
 def evaluate_pass_dir(
     task: Task,
     pass_dir: Path,
@@ -204,7 +212,7 @@ def evaluate_pass_dir(
         for path, entry in zip(task.graphs, task.graph_entries)
         if graphs is None or entry in graphs
     ]
-    config = {**task.compiler_config(), "pass_dir": str(pass_dir)}
+    config = pass_dir_config(task, pass_dir)
 
     def ended(problem: str, records: tuple[EvalRecord, ...] = ()) -> Evaluation:
         return Evaluation(

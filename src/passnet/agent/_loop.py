@@ -40,7 +40,7 @@ from passnet.agent._trajectory import (
 from passnet.runner import Executor
 from passnet.task import Task, load_task
 
-__all__ = ["AgentRunSummary", "episode_name", "run_agent", "run_episode"]
+__all__ = ["AgentRunSummary", "episode_name", "run_agent", "run_episode", "run_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -162,19 +162,56 @@ def run_agent(
     the trajectories to ``out_dir/trajectories.jsonl``; tasks already there for this policy's
     model are skipped. ``jobs``: evaluation slots of the shared executor (on CUDA: GPUs).
     Every task is loaded before any episode starts (a broken one stops the run)."""
+    loaded = [load_task(t) for t in tasks]
+    return run_tasks(
+        loaded,
+        make_policy,
+        out_dir,
+        config=config,
+        workers=workers,
+        jobs=jobs,
+        max_tokens=max_tokens,
+        max_model_errors=max_model_errors,
+        executor=executor,
+    )
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    make_policy: Callable[[], Policy],
+    out_dir: str | Path,
+    *,
+    config: EnvConfig | None = None,
+    workers: int = 1,
+    jobs: int = 1,
+    max_tokens: int | None = None,
+    max_model_errors: int = 3,
+    executor: Executor | None = None,
+    finished: Callable[[Task], bool] | None = None,
+    keep: Callable[[Task, PassEnv], None] | None = None,
+) -> AgentRunSummary:
+    """:func:`run_agent` on loaded tasks, with two hooks for runs that keep more than
+    trajectories (a benchmark row: :func:`~passnet.agent.run_agent_split`): a task whose
+    trajectory is there is skipped only where ``finished(task)`` also holds, and
+    ``keep(task, env)`` is called in the episode's thread when its episode has ended, before
+    its trajectory is appended (an exception there fails the episode, whose trajectory is
+    then not appended: a rerun runs it again)."""
     config = config or EnvConfig()
     if workers < 1:
         raise AgentError("--workers must be at least 1", option="workers")
-    loaded = [load_task(t) for t in tasks]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / TRAJECTORIES_FILE
     model = make_policy().name
     done = {t.key for t in read_trajectories(path)}
-    todo = [t for t in loaded if (str(t.path.resolve()), model) not in done]
-    summary = AgentRunSummary(skipped=len(loaded) - len(todo), out_dir=out)
+    todo = [
+        t
+        for t in tasks
+        if (str(t.path.resolve()), model) not in done or (finished and not finished(t))
+    ]
+    summary = AgentRunSummary(skipped=len(tasks) - len(todo), out_dir=out)
     if summary.skipped:
-        log.info("resuming: %d of %d episodes already in %s", summary.skipped, len(loaded), path)
+        log.info("resuming: %d of %d episodes already in %s", summary.skipped, len(tasks), path)
     if not todo:
         return summary
     own = executor is None
@@ -193,6 +230,8 @@ def run_agent(
             max_model_errors=max_model_errors,
             name=episode_name(task, model),
         )
+        if keep is not None:
+            keep(task, env)
         with lock:
             append_trajectory(path, trajectory)
         log.info(
@@ -205,17 +244,23 @@ def run_agent(
         )
         return trajectory
 
+    threads = cf.ThreadPoolExecutor(max_workers=workers)
     try:
-        with cf.ThreadPoolExecutor(max_workers=workers) as threads:
-            futures = {threads.submit(episode, task): task for task in todo}
-            for future in cf.as_completed(futures):
-                task = futures[future]
-                try:
-                    summary.trajectories.append(future.result())
-                except Exception as exc:  # noqa: BLE001 - one broken episode must not end the others
-                    log.exception("%s: the episode failed", task.name)
-                    summary.failed.append((str(task.path), f"{type(exc).__name__}: {exc}"))
+        futures = {threads.submit(episode, task): task for task in todo}
+        for future in cf.as_completed(futures):
+            task = futures[future]
+            try:
+                summary.trajectories.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - one broken episode must not end the others
+                log.exception("%s: the episode failed", task.name)
+                summary.failed.append((str(task.path), f"{type(exc).__name__}: {exc}"))
+    except BaseException:
+        # Ctrl-C (or SIGTERM): the episodes not yet started are cancelled, not run one by
+        # one; those under way end first, and what they keep is kept
+        threads.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
+        threads.shutdown(wait=True)
         if own:
             executor.close()
     return summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from passnet.cli._output import print_error
@@ -18,7 +19,14 @@ examples:
   passnet agent run tasks/* --model gpt-4.1 --base-url https://api.openai.com/v1 \\
       --api-key-env OPENAI_API_KEY --workers 4 --max-steps 50 --out runs/agent
   passnet agent run tasks/* --policy library --out runs/library     # no model: the baseline
+  passnet agent run eval-fusible --policy library --tasks 20 --device cuda \\
+      --out runs/eval-fusible-library           # a benchmark row: passnet bench table reads it
 Re-running the same command resumes: episodes already in OUT/trajectories.jsonl are skipped.
+Given a split (a split name of the shipped benchmark, a split folder, or a benchmark folder
+with --split) instead of task folders, the run is a benchmark run like passnet bench eval's:
+one episode per task (--tasks K: the same sample of K tasks bench eval takes), and OUT holds
+tasks.json and the records of each task's submitted pass directory (results.jsonl), the
+run's table, aggregated_score.json and report.html. docs/agent.md, docs/bench.md.
 """
 
 EXPORT_EXAMPLES = """\
@@ -96,15 +104,84 @@ def _cmd_run(args: argparse.Namespace, console: Any) -> int:
                 max_reply_tokens=args.max_reply_tokens,
             )
 
-    summary = run_agent(
-        args.tasks,
-        make_policy,
-        args.out,
-        config=config,
-        workers=args.workers,
-        jobs=args.jobs,
-        max_tokens=args.max_tokens,
+    split = _split_of(args)  # before any work: a bad SPLIT or --tasks stops the command
+    options = {
+        "config": config,
+        "workers": args.workers,
+        "jobs": args.jobs,
+        "max_tokens": args.max_tokens,
+    }
+    if split is None:
+        summary = run_agent(args.tasks, make_policy, args.out or "agent-out", **options)
+        return _print_episodes(summary, console)
+    from passnet.agent import run_agent_split
+    from passnet.cli._bench_eval import default_out, write_bench_results
+    from passnet.record import BASELINE_T
+
+    policy = make_policy().name
+    out = Path(args.out) if args.out else default_out(split.name, policy, None)
+    tasks = f"{len(split.tasks)} tasks"
+    if split.sampled_from is not None:
+        tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
+    n_graphs = sum(len(t.graphs) for t in split.tasks)
+    console.print(
+        f"{split.name}: {tasks}, {n_graphs} graphs ({split.path}), one {policy} episode per "
+        f"task → {out}",
+        highlight=False,
+        markup=False,
     )
+    try:
+        run = run_agent_split(split, make_policy, out, **options)
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted: the finished tasks' records and trajectories are saved; "
+            "rerun the command to resume"
+        )
+        raise
+    status = _print_episodes(run.agent, console)
+    console.print(
+        f"results: {run.out_dir / 'results.jsonl'} ({len(run.records)} of "
+        f"{run.index.graph_count()} graphs: each task's submitted pass directory; "
+        "tasks.json names each graph's task)"
+    )
+    # (an empty pass directory's graphs are pass_mismatch, not "ran": still a scored row)
+    write_bench_results(run, f"{policy} on {run.index.device}", BASELINE_T, console)
+    return status
+
+
+def _split_of(args: argparse.Namespace) -> Any:
+    """The split (or its sample) that TASK... names, or None where they are task folders.
+
+    Task folders (each holding graph_list.txt) run as they are; anything else must be one
+    split, resolved as ``passnet bench eval`` resolves SPLIT. --split and --tasks need a
+    split."""
+    from passnet.task import is_task_folder
+
+    if all(is_task_folder(t) for t in args.tasks):
+        for option, value in (("--tasks", args.sample), ("--split", args.split)):
+            if value is not None:
+                raise PassnetError(
+                    f"{option} needs a split: give one split (a split name of the shipped "
+                    "benchmark such as eval-fusible, a split folder, or a benchmark folder "
+                    "with --split NAME) instead of task folders"
+                )
+        return None
+    if len(args.tasks) > 1:
+        first = next(t for t in args.tasks if not is_task_folder(t))
+        raise PassnetError(
+            "not a task folder (no graph_list.txt): give task folders, or one split alone",
+            path=first,
+        )
+    from passnet.dataset import open_split
+
+    spec = args.tasks[0]
+    if not Path(spec).exists() and ("/" in spec or "\\" in spec):
+        raise PassnetError("no such task folder, split or benchmark folder", path=spec)
+    return open_split(spec, args.split, args.sample)
+
+
+def _print_episodes(summary: Any, console: Any) -> int:
+    """Each episode's line, the failed ones, what was resumed; 1 where an episode failed."""
     for t in summary.trajectories:
         console.print(
             f"{t.task}: {t.stop_reason} after {t.steps} steps, reward {t.reward:.4f} "
@@ -194,7 +271,25 @@ def add_commands(subparsers: Any) -> None:
         epilog=RUN_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("tasks", nargs="+", metavar="TASK", help="task folders")
+    p.add_argument(
+        "tasks",
+        nargs="+",
+        metavar="TASK",
+        help="task folders; or one split (a split name of the shipped benchmark such as "
+        "eval-fusible, a split folder, or a benchmark folder with --split): a benchmark run "
+        "whose folder passnet bench table reads",
+    )
+    p.add_argument("--split", default=None, metavar="NAME", help="the split of benchmark TASK")
+    p.add_argument(
+        "--tasks",
+        dest="sample",
+        type=int,
+        default=None,
+        metavar="K",
+        help="on a split: a sample of K tasks, the same tasks as passnet bench eval --tasks K "
+        "(the first K of the split's sample order; a larger K resumes a run of a smaller "
+        "one; the table gives 95%% intervals) (default: all)",
+    )
     p.add_argument(
         "--policy",
         choices=("model", "library"),
@@ -217,7 +312,12 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "--jobs", type=int, default=1, help="evaluations at once (on CUDA: GPUs; default: 1)"
     )
-    p.add_argument("--out", default="agent-out", help="output folder (default: ./agent-out)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: ./agent-out; on a split ./passnet-bench/SPLIT.POLICY, "
+        "POLICY library or the model's name)",
+    )
     _timing_options(p, "in the final evaluation of a submission")
     p.add_argument(
         "--eval-warmup", type=int, default=None, help="pass_evaluator's warm-up calls (default: 5)"

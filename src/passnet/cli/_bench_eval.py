@@ -22,7 +22,7 @@ from passnet.cli._executors import make_executor
 from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "default_out", "write_bench_results"]
 
 EVAL_EXAMPLES = """\
 examples:
@@ -54,43 +54,18 @@ baseline of passnet score), as in ES_t. docs/bench.md.
 """
 
 
-def _shipped_split(name: str) -> Path:
-    """The folder of the shipped benchmark's split ``name``."""
-    try:
-        from passnet.dataset import bench_path  # type: ignore[attr-defined]
-    except ImportError:
-        raise PassnetError(
-            f"no shipped benchmark in this installation: {name!r} is no folder either; give "
-            "a split folder (BENCH/eval-fusible) or a benchmark folder with --split NAME"
-        ) from None
-    folder = Path(bench_path(name))
-    # the shipped benchmark's folder, or already its split's
-    return folder / name if (folder / name).is_dir() else folder
-
-
-def _split_folder(spec: str, split: str | None) -> tuple[Path, str]:
-    """(the split folder, the split's name) of SPLIT [--split NAME]."""
-    from passnet.task import find_split
-
-    path = Path(spec)
-    if path.exists():
-        folder = find_split(path, split)
-        return folder, split or folder.resolve().name
-    if split is None and "/" not in spec and "\\" not in spec:
-        return _shipped_split(spec), spec
-    raise PassnetError("no such split or benchmark folder", path=spec)
-
-
-def _default_out(split: str, compiler: str, pass_dir: str | None) -> Path:
-    """``passnet-bench/<split>.<compiler>`` (``.<pass dir name>`` with --pass)."""
+def default_out(split: str, compiler: str, pass_dir: str | None) -> Path:
+    """``passnet-bench/<split>.<compiler>`` (``.<pass dir name>`` with --pass; an agent
+    run on a split: ``.<policy>``)."""
     what = Path(pass_dir).resolve().name if pass_dir else compiler
     return Path("passnet-bench") / f"{split}.{re.sub(r'[^A-Za-z0-9_.+-]', '_', what)}"
 
 
 def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
+    from passnet.dataset import open_split
     from passnet.evaluate import check_compiler
     from passnet.runner import plan_split, run_split
-    from passnet.task import TASK_COMPILER, load_split
+    from passnet.task import TASK_COMPILER
 
     _check_tolerance(args)
     request = check_executor_options(args)
@@ -102,13 +77,8 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
         compiler = TASK_COMPILER
     if args.pass_dir is not None and not Path(args.pass_dir).is_dir():
         raise PassnetError("--pass: no such pass directory", path=args.pass_dir)
-    if args.tasks is not None and args.tasks < 1:
-        raise PassnetError(f"--tasks must be a positive number of tasks, got {args.tasks}")
     check_compiler(compiler, check_config=False)
-    folder, name = _split_folder(args.split_path, args.split)
-    split = load_split(folder, name)
-    if args.tasks is not None:
-        split = split.sample(args.tasks)
+    split = open_split(args.split_path, args.split, args.tasks)
     plan = plan_split(
         split,
         compiler,
@@ -116,12 +86,14 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
         parse_config(args.config),
         Path(args.pass_dir) if args.pass_dir else None,
     )
-    out = Path(args.out) if args.out else _default_out(name, compiler, args.pass_dir)
+    out = Path(args.out) if args.out else default_out(split.name, compiler, args.pass_dir)
     n_graphs = plan.index.graph_count()
     tasks = f"{len(split.tasks)} tasks"
     if split.sampled_from is not None:
         tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
-    console.print(f"{split.name}: {tasks}, {n_graphs} graphs ({folder}) → {out}", highlight=False)
+    console.print(
+        f"{split.name}: {tasks}, {n_graphs} graphs ({split.path}) → {out}", highlight=False
+    )
     executor = make_executor(args, request)
     try:
         summary = run_split(
@@ -154,19 +126,21 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
     if all(r.settings.get("time_graphs") is False for r in summary.records):
         console.print("[yellow]--no-timing: correctness only, no table or score written")
         return status
-    _write_results(summary, compiler, args, console)
+    label = f"{compiler} on {summary.index.device}"
+    write_bench_results(summary, label, args.tolerance, console)
     return status
 
 
-def _write_results(summary: Any, compiler: str, args: argparse.Namespace, console: Console) -> None:
-    """The run's table, aggregated_score.json and report.html (with the leaderboard)."""
+def write_bench_results(summary: Any, label: str, tolerance: int, console: Console) -> None:
+    """A benchmark run's table, aggregated_score.json and report.html (with the
+    leaderboard), at the end of ``bench eval`` and of ``agent run`` on a split: ``summary``
+    has the run's ``index``, ``records`` and ``out_dir``."""
     from passnet.report import write_html_report
     from passnet.score import BenchRun, bench_row, bench_table, write_score
 
-    label = f"{compiler} on {summary.index.device}"
     run = BenchRun(label, summary.records, summary.index, str(summary.out_dir))
     try:
-        row = bench_row(run, tolerance=args.tolerance)
+        row = bench_row(run, tolerance=tolerance)
     except ValueError as exc:  # nothing scorable (every graph a sample error, ...)
         print_warning(f"no table or score: {exc}")
         return

@@ -8,7 +8,8 @@ tasks split by kind, long-tail evaluation tasks), and the reference passes' task
 (:func:`build_reference_task`).
 Ship: :func:`verify_bench` (a benchmark folder against its manifest), :func:`pack_bench`
 (the evaluation splits as the package's archive), :func:`bench_path` (the shipped copy,
-unpacked once).
+unpacked once); :func:`open_split` (the split, or its sample, that a command's SPLIT
+names).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ from passnet.dataset._hash import (
     hash_samples,
     is_assertion_op,
 )
+from passnet.dataset._open_split import open_split, split_folder
 from passnet.dataset._reference import (
     DEFAULT_DTYPES,
     DEFAULT_SHAPE_FACTORS,
@@ -132,6 +134,8 @@ __all__ = [
     "SHIPPED_MANIFEST_FILE",
     "SplitCounts",
     "bench_path",
+    "open_split",
+    "split_folder",
     "cache_dir",
     "file_sha256",
     "manifest_bytes",

@@ -30,6 +30,8 @@ _LAZY = {
     "SplitSummary": "passnet.runner._bench",
     "plan_split": "passnet.runner._bench",
     "run_split": "passnet.runner._bench",
+    "split_index": "passnet.runner._bench",
+    "start_split_run": "passnet.runner._bench",
     "WorkItem": "passnet.runner._plan",
     "plan_items": "passnet.runner._plan",
     "RayExecutor": "passnet.runner._ray",
@@ -72,6 +74,8 @@ __all__ = [
     "run_evaluations",
     "run_split",
     "short_labels",
+    "split_index",
+    "start_split_run",
 ]
 
 

@@ -16,6 +16,7 @@ sample order only adds tasks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,14 @@ from passnet.runner._plan import WorkItem
 from passnet.runner._run import check_run, run_evaluations
 from passnet.task import SAMPLE_ORDER, Split, Task
 
-__all__ = ["SplitPlan", "SplitSummary", "plan_split", "run_split"]
+__all__ = [
+    "SplitPlan",
+    "SplitSummary",
+    "plan_split",
+    "run_split",
+    "split_index",
+    "start_split_run",
+]
 
 
 @dataclass(frozen=True)
@@ -90,24 +98,50 @@ def plan_split(
             compiler=compiler,
         )
     config = dict(compiler_config or {})
+    configs = [_task_config(task, config, pass_dir, applies) for task in split.tasks]
+    index = split_index(split, compiler, device, configs)
     groups: dict[str, tuple[dict[str, Any], list[WorkItem]]] = {}
-    tasks = []
-    for task in split.tasks:
-        cfg = _task_config(task, config, pass_dir, applies)
-        cfg_hash = compiler_config_hash(compiler, cfg)
-        labels = split.graph_labels(task)
-        items = groups.setdefault(cfg_hash, (cfg, []))[1]
-        items.extend(WorkItem(path, label) for path, label in zip(task.graphs, labels))
-        tasks.append(BenchIndexTask(task.name, task.path.name, cfg_hash, tuple(labels)))
-    index = BenchIndex(
+    for task, cfg, entry in zip(split.tasks, configs, index.tasks, strict=True):
+        items = groups.setdefault(entry.compiler_config_hash, (cfg, []))[1]
+        items.extend(WorkItem(path, label) for path, label in zip(task.graphs, entry.graphs))
+    return SplitPlan(index, tuple((cfg, tuple(items)) for cfg, items in groups.values()))
+
+
+def split_index(
+    split: Split, compiler: str, device: str, configs: Sequence[dict[str, Any]]
+) -> BenchIndex:
+    """The ``tasks.json`` of a run of ``split`` (or of its sample) with ``compiler`` on
+    ``device``, the graphs of ``split.tasks[i]`` evaluated with configuration ``configs[i]``."""
+    if len(configs) != len(split.tasks):
+        raise ValueError(f"{len(configs)} configurations for {len(split.tasks)} tasks")
+    tasks = tuple(
+        BenchIndexTask(
+            task.name,
+            task.path.name,
+            compiler_config_hash(compiler, cfg),
+            tuple(split.graph_labels(task)),
+        )
+        for task, cfg in zip(split.tasks, configs, strict=True)
+    )
+    return BenchIndex(
         split.name,
         compiler,
         device.split(":")[0],
-        tuple(tasks),
+        tasks,
         sampled_from=split.sampled_from,
         sample_order=SAMPLE_ORDER if split.sampled_from is not None else None,
     )
-    return SplitPlan(index, tuple((cfg, tuple(items)) for cfg, items in groups.values()))
+
+
+def start_split_run(out_dir: str | Path, index: BenchIndex) -> None:
+    """Claim ``out_dir`` for the benchmark run ``index``: a folder that holds another
+    benchmark run (another split, compiler, device, task set or configuration) is refused,
+    as its scores would mix two runs (a sample's run may grow into a larger sample of the
+    same order, or into the whole split); then ``tasks.json`` is written, before anything
+    is evaluated, so that an interrupted run keeps it."""
+    out = Path(out_dir)
+    _check_index(out, index)
+    write_bench_index(out, index)
 
 
 def _check_index(out_dir: Path, index: BenchIndex) -> None:
@@ -204,8 +238,7 @@ def run_split(
     settings = settings or EvalSettings()
     for cfg, items in plan.runs:
         check_run(list(items), index.compiler, cfg, device, settings)
-    _check_index(out, index)
-    write_bench_index(out, index)
+    start_split_run(out, index)
     by_label: dict[str, EvalRecord] = {}
     evaluated = resumed = 0
     for cfg, items in plan.runs:

@@ -25,6 +25,7 @@ __all__ = [
     "SAMPLE_ORDER",
     "Split",
     "find_split",
+    "is_task_folder",
     "load_split",
     "sample_order",
     "task_family",
@@ -104,7 +105,9 @@ class Split:
         return [f"{task.path.name}/{entry}" for entry in task.graph_entries]
 
 
-def _is_task(path: Path) -> bool:
+def is_task_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a task folder (it holds a ``graph_list.txt``)."""
+    path = Path(path)
     return path.is_dir() and (path / GRAPH_LIST).is_file()
 
 
@@ -119,9 +122,11 @@ def load_split(path: str | Path, name: str | None = None) -> Split:
     if not root.is_dir():
         raise TaskError("no such split folder", task=root)
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    not_tasks = [p for p in folders if not _is_task(p)]
+    not_tasks = [p for p in folders if not is_task_folder(p)]
     if not_tasks:
-        splits = [p.name for p in folders if any(_is_task(c) for c in p.iterdir() if c.is_dir())]
+        splits = [
+            p.name for p in folders if any(is_task_folder(c) for c in p.iterdir() if c.is_dir())
+        ]
         if splits:
             raise TaskError(
                 f"this is a benchmark folder, not a split: name one of its splits "
