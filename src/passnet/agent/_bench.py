@@ -31,7 +31,7 @@ from pathlib import Path
 from passnet.agent._env import EnvConfig, PassEnv
 from passnet.agent._errors import AgentError
 from passnet.agent._evaluator import pass_dir_config
-from passnet.agent._loop import AgentRunSummary, episode_name, run_tasks
+from passnet.agent._loop import AgentRunSummary, episode_name, run_agent
 from passnet.agent._policy import Policy
 from passnet.record import BenchIndex, BenchIndexTask, EvalRecord, render_log
 from passnet.runner import Executor, ResultStore, WorkItem, check_run, split_index, start_split_run
@@ -131,7 +131,7 @@ def run_agent_split(
                 store.add(rec)
 
     try:
-        agent = run_tasks(
+        agent = run_agent(
             split.tasks,
             make_policy,
             out,

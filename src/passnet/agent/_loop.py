@@ -40,7 +40,7 @@ from passnet.agent._trajectory import (
 from passnet.runner import Executor
 from passnet.task import Task, load_task
 
-__all__ = ["AgentRunSummary", "episode_name", "run_agent", "run_episode", "run_tasks"]
+__all__ = ["AgentRunSummary", "episode_name", "run_agent", "run_episode"]
 
 log = logging.getLogger(__name__)
 
@@ -147,37 +147,7 @@ class AgentRunSummary:
 
 
 def run_agent(
-    tasks: Sequence[str | Path],
-    make_policy: Callable[[], Policy],
-    out_dir: str | Path,
-    *,
-    config: EnvConfig | None = None,
-    workers: int = 1,
-    jobs: int = 1,
-    max_tokens: int | None = None,
-    max_model_errors: int = 3,
-    executor: Executor | None = None,
-) -> AgentRunSummary:
-    """Run one episode per task (``make_policy()`` makes each episode's policy) and append
-    the trajectories to ``out_dir/trajectories.jsonl``; tasks already there for this policy's
-    model are skipped. ``jobs``: evaluation slots of the shared executor (on CUDA: GPUs).
-    Every task is loaded before any episode starts (a broken one stops the run)."""
-    loaded = [load_task(t) for t in tasks]
-    return run_tasks(
-        loaded,
-        make_policy,
-        out_dir,
-        config=config,
-        workers=workers,
-        jobs=jobs,
-        max_tokens=max_tokens,
-        max_model_errors=max_model_errors,
-        executor=executor,
-    )
-
-
-def run_tasks(
-    tasks: Sequence[Task],
+    tasks: Sequence[str | Path | Task],
     make_policy: Callable[[], Policy],
     out_dir: str | Path,
     *,
@@ -190,12 +160,19 @@ def run_tasks(
     finished: Callable[[Task], bool] | None = None,
     keep: Callable[[Task, PassEnv], None] | None = None,
 ) -> AgentRunSummary:
-    """:func:`run_agent` on loaded tasks, with two hooks for runs that keep more than
-    trajectories (a benchmark row: :func:`~passnet.agent.run_agent_split`): a task whose
-    trajectory is there is skipped only where ``finished(task)`` also holds, and
-    ``keep(task, env)`` is called in the episode's thread when its episode has ended, before
-    its trajectory is appended (an exception there fails the episode, whose trajectory is
-    then not appended: a rerun runs it again)."""
+    """Run one episode per task (``make_policy()`` makes each episode's policy) and append
+    the trajectories to ``out_dir/trajectories.jsonl``; tasks already there for this policy's
+    model are skipped. ``jobs``: evaluation slots of the shared executor (on CUDA: GPUs).
+    Every task (a folder, or a loaded :class:`~passnet.task.Task`) is loaded before any
+    episode starts (a broken one stops the run).
+
+    Two hooks serve runs that keep more than trajectories (a benchmark row:
+    :func:`~passnet.agent.run_agent_split`): a task whose trajectory is there is skipped
+    only where ``finished(task)`` also holds, and ``keep(task, env)`` is called in the
+    episode's thread when its episode has ended, before its trajectory is appended (an
+    exception there fails the episode, whose trajectory is then not appended: a rerun runs
+    it again)."""
+    loaded = [t if isinstance(t, Task) else load_task(t) for t in tasks]
     config = config or EnvConfig()
     if workers < 1:
         raise AgentError("--workers must be at least 1", option="workers")
@@ -206,12 +183,12 @@ def run_tasks(
     done = {t.key for t in read_trajectories(path)}
     todo = [
         t
-        for t in tasks
+        for t in loaded
         if (str(t.path.resolve()), model) not in done or (finished and not finished(t))
     ]
-    summary = AgentRunSummary(skipped=len(tasks) - len(todo), out_dir=out)
+    summary = AgentRunSummary(skipped=len(loaded) - len(todo), out_dir=out)
     if summary.skipped:
-        log.info("resuming: %d of %d episodes already in %s", summary.skipped, len(tasks), path)
+        log.info("resuming: %d of %d episodes already in %s", summary.skipped, len(loaded), path)
     if not todo:
         return summary
     own = executor is None
