@@ -115,18 +115,13 @@ def _cmd_run(args: argparse.Namespace, console: Any) -> int:
         summary = run_agent(args.tasks, make_policy, args.out or "agent-out", **options)
         return _print_episodes(summary, console)
     from passnet.agent import run_agent_split
-    from passnet.cli._bench_eval import default_out, write_bench_results
+    from passnet.cli._bench_eval import default_out, split_line, write_bench_results
     from passnet.record import BASELINE_T
 
     policy = make_policy().name
     out = Path(args.out) if args.out else default_out(split.name, policy, None)
-    tasks = f"{len(split.tasks)} tasks"
-    if split.sampled_from is not None:
-        tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
-    n_graphs = sum(len(t.graphs) for t in split.tasks)
     console.print(
-        f"{split.name}: {tasks}, {n_graphs} graphs ({split.path}), one {policy} episode per "
-        f"task → {out}",
+        f"{split_line(split)}, one {policy} episode per task → {out}",
         highlight=False,
         markup=False,
     )

@@ -22,7 +22,7 @@ from passnet.cli._executors import make_executor
 from passnet.cli._output import print_warning
 from passnet.errors import PassnetError
 
-__all__ = ["add_commands", "default_out", "write_bench_results"]
+__all__ = ["add_commands", "default_out", "split_line", "write_bench_results"]
 
 EVAL_EXAMPLES = """\
 examples:
@@ -52,6 +52,16 @@ subgraphs; then the correct subgraphs' speedups in bins < 1.0, 1.0-1.2, 1.2-2.0,
 bin holds its lower bound). Correct: allclose at tolerance level t (default -5, the
 baseline of passnet score), as in ES_t. docs/bench.md.
 """
+
+
+def split_line(split: Any) -> str:
+    """``eval-fusible: a sample of 20 of its 200 tasks, 125 graphs (FOLDER)``: what a
+    benchmark command is about to run, for its first line."""
+    tasks = f"{len(split.tasks)} tasks"
+    if split.sampled_from is not None:
+        tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
+    n_graphs = sum(len(t.graphs) for t in split.tasks)
+    return f"{split.name}: {tasks}, {n_graphs} graphs ({split.path})"
 
 
 def default_out(split: str, compiler: str, pass_dir: str | None) -> Path:
@@ -87,13 +97,7 @@ def _cmd_bench_eval(args: argparse.Namespace, console: Console) -> int:
         Path(args.pass_dir) if args.pass_dir else None,
     )
     out = Path(args.out) if args.out else default_out(split.name, compiler, args.pass_dir)
-    n_graphs = plan.index.graph_count()
-    tasks = f"{len(split.tasks)} tasks"
-    if split.sampled_from is not None:
-        tasks = f"a sample of {len(split.tasks)} of its {split.sampled_from} tasks"
-    console.print(
-        f"{split.name}: {tasks}, {n_graphs} graphs ({split.path}) → {out}", highlight=False
-    )
+    console.print(f"{split_line(split)} → {out}", highlight=False)
     executor = make_executor(args, request)
     try:
         summary = run_split(

@@ -222,7 +222,13 @@ def task_intervals(
     ``scored``, the outcomes ``report`` scored: tasks are drawn again with replacement,
     each with all its subgraphs. None where fewer than two tasks were scored, and G-mean's
     None where no subgraph is correct at ``tolerance``."""
-    sums = _task_sums(scored, tolerance, report)
+    return _intervals(_task_sums(scored, tolerance, report))
+
+
+def _intervals(
+    sums: tuple[tuple[str, float, float, float, float], ...],
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """:func:`task_intervals` from the per-task sums (:func:`_task_sums`)."""
     if len(sums) < 2:
         return None, None
     log_as, log_gmean, timed = _log_means(_resampled(sums))
@@ -353,8 +359,8 @@ def bench_row(
     gmean_interval = as_interval = None
     task_sums: tuple[tuple[str, float, float, float, float], ...] = ()
     if index is not None and index.is_sample:
-        gmean_interval, as_interval = task_intervals(scored, tolerance, report)
         task_sums = _task_sums(scored, tolerance, report)
+        gmean_interval, as_interval = _intervals(task_sums)
     return BenchRow(
         name=run.name,
         compiler=index.compiler if index else ", ".join(sorted({r.compiler for r in records})),
