@@ -4,11 +4,13 @@ and the paired ratios)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from passnet.score import bench_notes, bench_row, load_bench_runs
+from tests.benchmarks.scripts import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "benchmarks" / "passbench" / "results" / "baselines_h200"
@@ -38,3 +40,17 @@ def test_the_docs_quote_the_baselines_as_bench_table_computes_them(split: str) -
     assert len(paired) == len(rows) - 1
     for note in paired:
         assert f"- {note}" in doc, note
+
+
+def test_the_docs_quote_baseline_facts_on_the_committed_runs(capsys, monkeypatch) -> None:
+    with benchmark_script("passbench/baseline_facts.py") as script:
+        runs = [str(p) for p in sorted(RUNS.glob("*-sample"))]
+        monkeypatch.setattr(sys, "argv", ["baseline_facts.py", *runs])
+        script.main()
+    out = {line.strip() for line in capsys.readouterr().out.splitlines()}
+    doc = DOC.read_text(encoding="utf-8")
+    block = doc.split("* The script's lines behind these figures:", 1)[1].split("```")[1]
+    quoted = [line.strip() for line in block.splitlines() if line.strip()]
+    assert len(quoted) == 6
+    for line in quoted:
+        assert line in out, line
