@@ -65,7 +65,7 @@ def report(records: Sequence[EvalRecord]) -> str:
     lines.append(
         f"shortest compiled call {min(compiled.values()):.4f} ms (10th percentile "
         f"{sorted(compiled.values())[len(timed) // 10]:.4f}); shortest eager call "
-        f"{min(eager.values()):.4f} ms"
+        f"{min(eager.values()):.4f} ms (median {statistics.median(eager.values()):.4f})"
     )
     logs = [math.log(r.speedup_e2e) for r in timed]  # type: ignore[arg-type]
     size = [math.log(eager[r.graph]) for r in timed]
